@@ -1,0 +1,162 @@
+// Package config holds Cairn's machine configuration: the versioned YAML types, strict decoding, validation
+// that reports every problem with its field path, and the generator behind `cairnctl gen config`.
+//
+// It is shared by machined (which applies a config) and cairnctl (which writes and checks one), so it
+// imports nothing else of Cairn's.
+package config
+
+// APIVersion and Kind identify a machine config document.
+const (
+	APIVersion        = "cairn.dev/v1alpha1"
+	KindMachineConfig = "MachineConfig"
+	KindSecrets       = "Secrets"
+)
+
+// Machine types.
+const (
+	TypeControlPlane = "controlplane"
+	TypeWorker       = "worker"
+)
+
+// MachineConfig is the whole configuration of one node.
+type MachineConfig struct {
+	APIVersion string  `yaml:"apiVersion" json:"apiVersion"`
+	Kind       string  `yaml:"kind" json:"kind"`
+	Machine    Machine `yaml:"machine" json:"machine"`
+	Cluster    Cluster `yaml:"cluster" json:"cluster"`
+}
+
+// Machine is what is specific to this node.
+type Machine struct {
+	// Type is controlplane or worker.
+	Type string `yaml:"type" json:"type"`
+	// Hostname overrides the name from DHCP or the generated one.
+	Hostname string `yaml:"hostname,omitempty" json:"hostname,omitempty"`
+	// CertSANs are extra names and addresses put into the node's API certificate.
+	CertSANs []string `yaml:"certSANs,omitempty" json:"certSANs,omitempty"`
+	Network  Network  `yaml:"network,omitempty" json:"network,omitempty"`
+	Disks    Disks    `yaml:"disks" json:"disks"`
+	Kubelet  Kubelet  `yaml:"kubelet,omitempty" json:"kubelet,omitempty"`
+}
+
+// Network configures the node's interfaces. Without interfaces, every wired interface uses DHCP.
+type Network struct {
+	Interfaces  []Interface `yaml:"interfaces,omitempty" json:"interfaces,omitempty"`
+	Nameservers []string    `yaml:"nameservers,omitempty" json:"nameservers,omitempty"`
+}
+
+// Interface is the static or DHCP configuration of one link.
+type Interface struct {
+	Name      string   `yaml:"name" json:"name"`
+	DHCP      bool     `yaml:"dhcp,omitempty" json:"dhcp,omitempty"`
+	Addresses []string `yaml:"addresses,omitempty" json:"addresses,omitempty"` // CIDR notation
+	Gateway   string   `yaml:"gateway,omitempty" json:"gateway,omitempty"`
+	MTU       int      `yaml:"mtu,omitempty" json:"mtu,omitempty"`
+}
+
+// Disks says which disk holds each of Cairn's volumes.
+type Disks struct {
+	// State holds the machine config, the node lock and the node identity (small).
+	State DiskSpec `yaml:"state" json:"state"`
+	// Ephemeral is mounted at /var: containerd, kubelet, logs.
+	Ephemeral DiskSpec `yaml:"ephemeral" json:"ephemeral"`
+	// Etcd is mounted at /var/lib/etcd; control-plane nodes only.
+	Etcd *DiskSpec `yaml:"etcd,omitempty" json:"etcd,omitempty"`
+}
+
+// DiskSpec selects a disk for one volume and says how Cairn may treat it. The scalar form `tmpfs` asks for
+// a RAM-backed volume instead of a disk (a diskless node, said out loud).
+type DiskSpec struct {
+	Tmpfs      bool `yaml:"-" json:"tmpfs,omitempty"`
+	Selector   `yaml:",inline" json:",inline"`
+	Filesystem string `yaml:"filesystem,omitempty" json:"filesystem,omitempty"` // xfs (default) or ext4
+	// Wipe allows Cairn to format this exact disk even though it holds something else.
+	Wipe bool `yaml:"wipe,omitempty" json:"wipe,omitempty"`
+}
+
+// Selector picks exactly one disk; every field that is set must match.
+type Selector struct {
+	Path    string `yaml:"path,omitempty" json:"path,omitempty"` // /dev/sdb or /dev/disk/by-id/...
+	Serial  string `yaml:"serial,omitempty" json:"serial,omitempty"`
+	Model   string `yaml:"model,omitempty" json:"model,omitempty"`
+	WWN     string `yaml:"wwn,omitempty" json:"wwn,omitempty"`
+	Label   string `yaml:"label,omitempty" json:"label,omitempty"` // an existing filesystem or partition label
+	MinSize Size   `yaml:"minSize,omitempty" json:"minSize,omitempty"`
+	MaxSize Size   `yaml:"maxSize,omitempty" json:"maxSize,omitempty"`
+}
+
+// Kubelet settings, rendered into the kubelet's config file.
+type Kubelet struct {
+	NodeIP    string            `yaml:"nodeIP,omitempty" json:"nodeIP,omitempty"`
+	MaxPods   int32             `yaml:"maxPods,omitempty" json:"maxPods,omitempty"`
+	ExtraArgs map[string]string `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
+}
+
+// Cluster is what every node of a cluster shares.
+type Cluster struct {
+	Name string `yaml:"name" json:"name"`
+	// ID is random, generated once per cluster; it is part of every Cairn disk label, so one cluster never
+	// mistakes another's disk for its own.
+	ID string `yaml:"id" json:"id"`
+	// Endpoint is the Kubernetes API endpoint, https://HOST:PORT.
+	Endpoint          string         `yaml:"endpoint" json:"endpoint"`
+	KubernetesVersion string         `yaml:"kubernetesVersion,omitempty" json:"kubernetesVersion,omitempty"`
+	Network           ClusterNetwork `yaml:"network,omitempty" json:"network,omitempty"`
+	// MachineCA is the PEM certificate of the CA behind the machine API; every node has it.
+	MachineCA string `yaml:"machineCA,omitempty" json:"machineCA,omitempty"`
+	// Secrets are the cluster's keys; control-plane configs only.
+	Secrets           *Secrets  `yaml:"secrets,omitempty" json:"secrets,omitempty"`
+	Join              *Join     `yaml:"join,omitempty" json:"join,omitempty"`
+	APIServer         Component `yaml:"apiServer,omitempty" json:"apiServer,omitempty"`
+	ControllerManager Component `yaml:"controllerManager,omitempty" json:"controllerManager,omitempty"`
+	Scheduler         Component `yaml:"scheduler,omitempty" json:"scheduler,omitempty"`
+	Etcd              Etcd      `yaml:"etcd,omitempty" json:"etcd,omitempty"`
+}
+
+// ClusterNetwork holds the cluster's address ranges.
+type ClusterNetwork struct {
+	PodCIDR     string `yaml:"podCIDR,omitempty" json:"podCIDR,omitempty"`
+	ServiceCIDR string `yaml:"serviceCIDR,omitempty" json:"serviceCIDR,omitempty"`
+	DNSDomain   string `yaml:"dnsDomain,omitempty" json:"dnsDomain,omitempty"`
+	// NodeCIDRMaskSize is the size of each node's slice of PodCIDR.
+	NodeCIDRMaskSize int `yaml:"nodeCIDRMaskSize,omitempty" json:"nodeCIDRMaskSize,omitempty"`
+}
+
+// Component holds the flags of one control-plane component beyond the typed settings.
+type Component struct {
+	ExtraArgs map[string]string `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
+	// CertSANs are extra names for the component's serving certificate (kube-apiserver).
+	CertSANs []string `yaml:"certSANs,omitempty" json:"certSANs,omitempty"`
+}
+
+// Etcd settings.
+type Etcd struct {
+	QuotaBackendBytes int64             `yaml:"quotaBackendBytes,omitempty" json:"quotaBackendBytes,omitempty"`
+	ExtraArgs         map[string]string `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
+}
+
+// Join tells a node how to join an existing cluster.
+type Join struct {
+	// Endpoints are the join services of control-plane nodes, HOST:PORT (port 50001 by default).
+	Endpoints []string `yaml:"endpoints,omitempty" json:"endpoints,omitempty"`
+	Token     string   `yaml:"token,omitempty" json:"token,omitempty"`
+}
+
+// Secrets are every CA and key of a cluster. They live in secrets.yaml and in control-plane configs.
+type Secrets struct {
+	APIVersion        string  `yaml:"apiVersion,omitempty" json:"apiVersion,omitempty"`
+	Kind              string  `yaml:"kind,omitempty" json:"kind,omitempty"`
+	MachineCA         CertKey `yaml:"machineCA" json:"machineCA"`
+	KubernetesCA      CertKey `yaml:"kubernetesCA" json:"kubernetesCA"`
+	EtcdCA            CertKey `yaml:"etcdCA" json:"etcdCA"`
+	FrontProxyCA      CertKey `yaml:"frontProxyCA" json:"frontProxyCA"`
+	ServiceAccountKey string  `yaml:"serviceAccountKey" json:"serviceAccountKey"` // PEM private key
+	// BootstrapToken is the kubelet TLS bootstrap token, ID.SECRET in kubeadm's format.
+	BootstrapToken string `yaml:"bootstrapToken" json:"bootstrapToken"`
+}
+
+// CertKey is a PEM certificate and its PEM private key.
+type CertKey struct {
+	Cert string `yaml:"cert" json:"cert"`
+	Key  string `yaml:"key" json:"key"`
+}

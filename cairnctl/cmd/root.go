@@ -1,0 +1,180 @@
+// Package cmd holds cairnctl's commands. Each command is thin: it reads flags, calls the machine API
+// through api/client, and prints the answer for people (default) or scripts (-o json).
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/machine"
+)
+
+// Set at build time with -ldflags -X.
+var (
+	Version = "dev"
+	Commit  = ""
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	nodes        []string
+	cairnconfig  string
+	context      string
+	token        string
+	fingerprint  string
+	insecureSkip bool
+	output       string
+	stdout       io.Writer
+	stderr       io.Writer
+}
+
+// Execute runs cairnctl and returns the exit code.
+func Execute() int {
+	return run(os.Args[1:], os.Stdout, os.Stderr)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "cairnctl:", describe(err))
+		return 1
+	}
+	return 0
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cairnctl",
+		Short: "Manage Cairn nodes through their machine API",
+		Long: `cairnctl manages Cairn nodes. A node has no shell and no SSH: its machine API (gRPC over TLS,
+port 50000) is the only way in.
+
+A node that is not configured yet serves the maintenance API: pass its bootstrap token (--token) and
+pin its certificate (--fingerprint, printed on its console) or say --insecure-skip-verify. After Init or
+Join, the node accepts only client certificates from the cluster's machine CA: use the cairnconfig that
+'cairnctl gen config' wrote (--cairnconfig, $CAIRNCONFIG or ~/.cairn/config).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	f := root.PersistentFlags()
+	f.StringSliceVarP(&g.nodes, "nodes", "n", nil, "nodes to talk to, HOST[:PORT][,...] (port 50000 by default; default: the cairnconfig's endpoints)")
+	f.StringVar(&g.cairnconfig, "cairnconfig", "", "client config with the cluster's CA and a client certificate (default $CAIRNCONFIG, then ~/.cairn/config)")
+	f.StringVar(&g.context, "context", "", "context of the cairnconfig to use (default: its current one)")
+	f.StringVar(&g.token, "token", "", "bootstrap token of a node in maintenance mode")
+	f.StringVar(&g.fingerprint, "fingerprint", "", "SHA-256 fingerprint of a maintenance node's certificate, as printed on its console")
+	f.BoolVar(&g.insecureSkip, "insecure-skip-verify", false, "maintenance mode: do not verify the node's certificate (anyone on the path could read the token)")
+	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+
+	root.AddCommand(
+		newVersion(g), newGen(g), newStatus(g), newEvents(g), newInit(g), newServices(g),
+		newReboot(g), newShutdown(g), newReset(g),
+	)
+	return root
+}
+
+// clients opens a connection to each selected node.
+func (g *globals) clients() ([]nodeClient, func(), error) {
+	if g.output != "text" && g.output != "json" {
+		return nil, nil, fmt.Errorf("--output must be text or json, not %q", g.output)
+	}
+	var ctx *client.Context
+	nodes := g.nodes
+	if g.token == "" || len(nodes) == 0 {
+		path := g.cairnconfig
+		if path == "" {
+			path = client.DefaultConfigPath()
+		}
+		cfg, err := client.LoadConfig(path)
+		switch {
+		case err == nil:
+			if ctx, err = cfg.Current(g.context); err != nil {
+				return nil, nil, err
+			}
+			if len(nodes) == 0 {
+				nodes = ctx.Endpoints
+			}
+		case g.token == "":
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, nil, fmt.Errorf("no credentials: %s does not exist; give --token for a node in maintenance mode, or --cairnconfig", path)
+			}
+			return nil, nil, err
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, nil, errors.New("no node given: use --nodes HOST[:PORT]")
+	}
+	var out []nodeClient
+	var conns []*grpc.ClientConn
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for _, n := range nodes {
+		o := client.Options{Endpoint: n, Token: g.token, Fingerprint: g.fingerprint, InsecureSkipVerify: g.insecureSkip}
+		if g.token == "" {
+			o.Context = ctx
+		}
+		mc, conn, err := client.Connect(o)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("node %s: %w", n, err)
+		}
+		conns = append(conns, conn)
+		out = append(out, nodeClient{name: n, MachineClient: mc})
+	}
+	return out, closeAll, nil
+}
+
+type nodeClient struct {
+	name string
+	machine.MachineClient
+}
+
+// eachNode runs f for every selected node and reports every failure, naming the node.
+func (g *globals) eachNode(f func(nc nodeClient, prefix string) error) error {
+	ncs, closeAll, err := g.clients()
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	var errs []string
+	for _, nc := range ncs {
+		prefix := ""
+		if len(ncs) > 1 {
+			prefix = nc.name + ": "
+		}
+		if err := f(nc, prefix); err != nil {
+			errs = append(errs, fmt.Sprintf("node %s: %s", nc.name, describe(err)))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+// describe prints a gRPC error as its code and message, without the library's prefix.
+func describe(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return fmt.Sprintf("%s: %s", s.Code(), s.Message())
+	}
+	return err.Error()
+}

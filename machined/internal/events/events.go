@@ -1,0 +1,138 @@
+// Package events is the node's event log: every transition, task, service change and refused request is an
+// Event, kept in a bounded ring for late readers and fanned out to followers (the Events stream).
+package events
+
+import (
+	"sync"
+	"time"
+)
+
+// Kinds of events.
+const (
+	KindTransition = "transition"
+	KindTask       = "task"
+	KindService    = "service"
+	KindLock       = "lock"
+	KindJoin       = "join"
+	KindAuth       = "auth"
+	// KindSequence marks the end of a sequence (outcome done or failed).
+	KindSequence = "sequence"
+)
+
+// Task outcomes.
+const (
+	Started = "started"
+	Done    = "done"
+	Skipped = "skipped"
+	Failed  = "failed"
+)
+
+// Event is one thing that happened on the node.
+type Event struct {
+	ID       uint64
+	Time     time.Time
+	State    string
+	Sequence string
+	Task     string
+	Kind     string
+	Outcome  string
+	Error    string
+	Message  string
+	Started  time.Time
+}
+
+// Bus keeps the last Size events and delivers new ones to subscribers. A slow subscriber never blocks the
+// node: when its buffer is full it is dropped and its channel closed, and the reader reconnects.
+type Bus struct {
+	mu     sync.Mutex
+	ring   []Event
+	next   int
+	full   bool
+	lastID uint64
+	subs   map[chan Event]struct{}
+	now    func() time.Time
+	state  func() string
+}
+
+// Size is how many events the bus keeps.
+const Size = 2048
+
+// NewBus returns an empty bus. state reports the node's state for each event (nil: none).
+func NewBus(now func() time.Time, state func() string) *Bus {
+	if now == nil {
+		now = time.Now
+	}
+	return &Bus{ring: make([]Event, Size), subs: map[chan Event]struct{}{}, now: now, state: state}
+}
+
+// SetState sets the function that stamps each event with the node's state.
+func (b *Bus) SetState(state func() string) {
+	b.mu.Lock()
+	b.state = state
+	b.mu.Unlock()
+}
+
+// Publish records an event, filling in its ID, time and state.
+func (b *Bus) Publish(e Event) Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lastID++
+	e.ID = b.lastID
+	if e.Time.IsZero() {
+		e.Time = b.now()
+	}
+	if e.State == "" && b.state != nil {
+		e.State = b.state()
+	}
+	b.ring[b.next] = e
+	b.next = (b.next + 1) % len(b.ring)
+	if b.next == 0 {
+		b.full = true
+	}
+	for ch := range b.subs {
+		select {
+		case ch <- e:
+		default:
+			delete(b.subs, ch)
+			close(ch)
+		}
+	}
+	return e
+}
+
+// History returns up to tail kept events, oldest first (tail 0: all).
+func (b *Bus) History(tail int) []Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.history(tail)
+}
+
+func (b *Bus) history(tail int) []Event {
+	var out []Event
+	if b.full {
+		out = append(out, b.ring[b.next:]...)
+	}
+	out = append(out, b.ring[:b.next]...)
+	if tail > 0 && len(out) > tail {
+		out = out[len(out)-tail:]
+	}
+	return out
+}
+
+// Subscribe returns the kept history (up to tail) and a channel of every later event, with no gap and no
+// duplicate between them. cancel must be called when done.
+func (b *Bus) Subscribe(tail int) ([]Event, <-chan Event, func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch := make(chan Event, 256)
+	b.subs[ch] = struct{}{}
+	cancel := sync.OnceFunc(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if _, ok := b.subs[ch]; ok {
+			delete(b.subs, ch)
+			close(ch)
+		}
+	})
+	return b.history(tail), ch, cancel
+}

@@ -1,0 +1,81 @@
+// Package joinsvc is both ends of the join service: the client a booting node uses to ask a control-plane
+// node for a join ticket, and (on control-plane nodes) the service that issues them.
+package joinsvc
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/machine"
+)
+
+// Client asks join services for tickets.
+type Client struct {
+	// CAHash pins the cluster's machine CA (hex SHA-256 of its DER certificate, `cairn.joinca=`). Empty:
+	// the join service's certificate is not checked, and the ticket's own checks are all that stands
+	// between the node and a wrong cluster.
+	CAHash string
+}
+
+// RequestTicket dials addr (HOST[:PORT], port 50001 by default) and asks for a ticket.
+func (c *Client) RequestTicket(ctx context.Context, addr string, req *machine.TicketRequest) (*machine.JoinTicket, error) {
+	target, err := client.WithDefaultPort(addr, client.JoinPort)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(credentials.NewTLS(c.tlsConfig())))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return machine.NewJoinServiceClient(conn).RequestTicket(ctx, req)
+}
+
+func (c *Client) tlsConfig() *tls.Config {
+	want := strings.ToLower(strings.ReplaceAll(c.CAHash, ":", ""))
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// Verified below against the pinned CA, which is not in any system pool.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if want == "" {
+				return nil
+			}
+			return verifyPinned(raw, want)
+		},
+	}
+}
+
+// verifyPinned checks that the server sent its chain up to a CA whose hash is pinned, and that the leaf
+// chains to it.
+func verifyPinned(raw [][]byte, want string) error {
+	if len(raw) < 2 {
+		return errors.New("join service sent no CA certificate to check against the pinned one")
+	}
+	sum := sha256.Sum256(raw[len(raw)-1])
+	if hex.EncodeToString(sum[:]) != want {
+		return fmt.Errorf("join service's CA has hash %x, not the pinned %s", sum, want)
+	}
+	ca, err := x509.ParseCertificate(raw[len(raw)-1])
+	if err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(raw[0])
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: client.ServerName})
+	return err
+}

@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
+)
+
+// Start runs the boot sequence. life ends when the process shuts down; every sequence runs under it.
+func (n *Node) Start(life context.Context) error {
+	n.life = life
+	return n.boot()
+}
+
+// boot finds STATE, reads the node lock and decides: a configured node takes the Running path, a node cut
+// short in Init or Join resumes it, and a fresh node serves the maintenance API (and joins by itself when
+// the kernel command line says where).
+func (n *Node) boot() error {
+	ctx, release, err := n.seq.Acquire(n.life, n.life, fsm.SeqBoot)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.bootTime = n.o.Now()
+	n.stateDir = n.o.Paths.State()
+	n.machine = nil
+	n.hostname = n.o.Hostname
+	n.mu.Unlock()
+
+	var lock *nodelock.Lock
+	tasks := n.o.Hooks.storage(nil, fsm.SeqBoot, &n.stateDir)
+	tasks = append(tasks,
+		sequence.Task{Name: "open-node-lock", Run: func(context.Context) error {
+			if err := os.MkdirAll(n.stateDir, 0o700); err != nil {
+				return fmt.Errorf("create STATE directory: %w", err)
+			}
+			l, err := nodelock.Open(n.stateDir, n.o.Now)
+			lock = l
+			return err
+		}},
+		sequence.Task{Name: "node-identity", Run: func(context.Context) error { return n.loadIdentity(n.stateDir) }},
+	)
+	err = n.runner(false).Run(ctx, string(fsm.SeqBoot), tasks)
+	release()
+	n.endSequence(fsm.SeqBoot, err)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.lock = lock
+	n.mu.Unlock()
+
+	rec := lock.Record()
+	if rec == nil {
+		n.o.API.UseMaintenance()
+		n.o.Log.Info("node is not configured: serving the maintenance API; waiting for Init or Join")
+		n.startJoinClient()
+		return nil
+	}
+	raw, err := lock.Config()
+	if err != nil {
+		n.setErr(err)
+		return err
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		err = fmt.Errorf("the config stored with the node lock no longer validates: %w", err)
+		n.setErr(err)
+		return err
+	}
+	n.mu.Lock()
+	n.machine = cfg
+	if cfg.Machine.Hostname != "" {
+		n.hostname = cfg.Machine.Hostname
+	}
+	n.mu.Unlock()
+	switch {
+	case rec.Complete:
+		n.o.Log.Info("node lock is complete: taking the Running path", "owner", rec.Owner)
+		return n.launch(fsm.SeqStart, fsm.Running, cfg, nil)
+	case rec.Owner == nodelock.OwnerInit:
+		n.o.Log.Info("resuming Init after an interrupted boot", "done", rec.Done)
+		return n.launch(fsm.SeqInit, fsm.Init, cfg, nil)
+	default:
+		n.o.Log.Info("resuming Join after an interrupted boot", "done", rec.Done)
+		ticket, err := n.loadTicket()
+		if err != nil {
+			n.setErr(err)
+			return err
+		}
+		return n.launch(fsm.SeqJoin, fsm.Join, cfg, ticket)
+	}
+}
+
+// launch starts a sequence on a locked node in the background: Init, Join (moving to that state first) or
+// Start (the Running path, which stays in Boot until it ends).
+func (n *Node) launch(seq fsm.Sequence, state fsm.State, cfg *config.MachineConfig, ticket *ticket) error {
+	ctx, release, err := n.seq.Acquire(n.life, n.life, seq)
+	if err != nil {
+		return err
+	}
+	if state != fsm.Running {
+		if err := n.fsm.TransitionFrom([]fsm.State{fsm.Boot}, state); err != nil {
+			release()
+			return err
+		}
+	}
+	go n.run(ctx, release, seq, cfg, ticket)
+	return nil
+}
+
+// run executes a locked node's sequence and moves it to Running when it succeeds.
+func (n *Node) run(ctx context.Context, release func(), seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) {
+	defer release()
+	err := n.runner(true).Run(ctx, string(seq), n.tasks(seq, cfg, t))
+	if err == nil && seq != fsm.SeqStart {
+		err = n.lock.MarkComplete()
+	}
+	if err == nil {
+		err = n.fsm.Transition(fsm.Running)
+	}
+	n.endSequence(seq, err)
+}
+
+// tasks lists a locked node's sequence. Once-only tasks are skipped when the node lock says they finished.
+func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []sequence.Task {
+	tasks := n.o.Hooks.storage(cfg, seq, &n.stateDir)
+	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.stateDir) }})
+	switch seq {
+	case fsm.SeqInit:
+		tasks = append(tasks,
+			sequence.Task{Name: "store-identity", Once: true, Run: n.storeIdentity},
+			sequence.Task{Name: "machine-certificate", Once: true, Run: n.issueCertificate},
+		)
+	case fsm.SeqJoin:
+		tasks = append(tasks,
+			sequence.Task{Name: "store-identity", Once: true, Run: n.storeIdentity},
+			sequence.Task{Name: "machine-certificate", Once: true, Run: func(context.Context) error { return n.storeTicketCertificate(t) }},
+		)
+	}
+	tasks = append(tasks, sequence.Task{Name: "api-mutual-tls", Run: n.useMutualTLS})
+	return append(tasks, n.o.Hooks.workload(cfg, seq)...)
+}

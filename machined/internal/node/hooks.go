@@ -1,0 +1,40 @@
+package node
+
+import (
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
+)
+
+// Hooks are the tasks other subsystems add to the node's sequences. The node stays small and each
+// subsystem keeps its tasks beside its own code. A nil hook adds nothing.
+type Hooks struct {
+	// Storage plans, formats and mounts the node's volumes. It runs first in Init, Join and Start, before
+	// anything is written to STATE; it returns the directory STATE now lives in.
+	Storage func(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task
+	// Workload brings up the node's services (containerd, kubelet, the control plane) on a configured node.
+	Workload func(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task
+	// Stop stops services and unmounts volumes before a reboot, shutdown or reset.
+	Stop func(seq fsm.Sequence) []sequence.Task
+}
+
+func (h Hooks) storage(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
+	if h.Storage == nil {
+		return nil
+	}
+	return h.Storage(c, seq, state)
+}
+
+func (h Hooks) workload(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task {
+	if h.Workload == nil {
+		return nil
+	}
+	return h.Workload(c, seq)
+}
+
+func (h Hooks) stop(seq fsm.Sequence) []sequence.Task {
+	if h.Stop == nil {
+		return nil
+	}
+	return h.Stop(seq)
+}

@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/pki"
+	"github.com/cairn-os/cairn/machined/internal/atomicfile"
+)
+
+// Files of the node's machine-API identity, under STATE/pki.
+const (
+	identityKey  = "machine.key"
+	identityCert = "machine.crt"
+	identityCA   = "machine-ca.crt"
+)
+
+// loadIdentity reads the node's key from STATE, or makes a new one in memory; storeIdentity writes it once
+// the node is locked, so an unconfigured node leaves nothing behind. A node given no hostname is named
+// after its key, so the name stays the same across reboots once the key is stored.
+func (n *Node) loadIdentity(state string) error {
+	if err := n.readIdentity(state); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.hostname == "" {
+		der, _ := x509.MarshalPKIXPublicKey(n.identity.Public())
+		sum := sha256.Sum256(der)
+		n.hostname = "cairn-" + hex.EncodeToString(sum[:3])
+	}
+	return nil
+}
+
+func (n *Node) readIdentity(state string) error {
+	data, err := os.ReadFile(filepath.Join(state, "pki", identityKey))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		k, err := pki.NewKey()
+		if err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.identity = k
+		n.mu.Unlock()
+		return nil
+	case err != nil:
+		return fmt.Errorf("read node identity: %w", err)
+	}
+	k, err := pki.ParseKey(data)
+	if err != nil {
+		return fmt.Errorf("node identity %s: %w", filepath.Join(state, "pki", identityKey), err)
+	}
+	ek, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		return fmt.Errorf("node identity %s is not an ECDSA key", filepath.Join(state, "pki", identityKey))
+	}
+	n.mu.Lock()
+	n.identity = ek
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *Node) storeIdentity(context.Context) error {
+	n.mu.Lock()
+	k, dir := n.identity, n.stateDir
+	n.mu.Unlock()
+	data, err := pki.EncodeKey(k)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, "pki", identityKey), data, 0o600)
+}
+
+// issueCertificate signs the node's machine-API certificate from the machine CA (control-plane Init).
+func (n *Node) issueCertificate(context.Context) error {
+	m := n.Machine()
+	ca, err := (pki.PEM{Cert: []byte(m.Cluster.Secrets.MachineCA.Cert), Key: []byte(m.Cluster.Secrets.MachineCA.Key)}).ParseCA()
+	if err != nil {
+		return fmt.Errorf("cluster.secrets.machineCA: %w", err)
+	}
+	n.mu.Lock()
+	key, host := n.identity, n.hostname
+	n.mu.Unlock()
+	req := n.certRequest(host, m.Machine.CertSANs)
+	der, err := ca.SignPublic(req, key.Public(), n.o.Now())
+	if err != nil {
+		return err
+	}
+	return n.writeCertificate(pki.EncodeCert(der), []byte(m.Cluster.MachineCA))
+}
+
+func (n *Node) certRequest(host string, extra []string) pki.Request {
+	req := pki.Request{CommonName: host, Server: true, Client: true,
+		DNSNames: []string{client.ServerName, "localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
+	if host != "" {
+		req.DNSNames = append(req.DNSNames, host)
+	}
+	req.IPs = append(req.IPs, n.o.Addresses()...)
+	for _, s := range extra {
+		if ip := net.ParseIP(s); ip != nil {
+			req.IPs = append(req.IPs, ip)
+		} else {
+			req.DNSNames = append(req.DNSNames, s)
+		}
+	}
+	return req
+}
+
+func (n *Node) writeCertificate(cert, ca []byte) error {
+	n.mu.Lock()
+	dir := filepath.Join(n.stateDir, "pki")
+	n.mu.Unlock()
+	if err := atomicfile.WriteFile(filepath.Join(dir, identityCA), ca, 0o644); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, identityCert), cert, 0o644)
+}
+
+// useMutualTLS switches the API to mutual TLS with the identity stored in STATE.
+func (n *Node) useMutualTLS(context.Context) error {
+	n.mu.Lock()
+	dir := filepath.Join(n.stateDir, "pki")
+	n.mu.Unlock()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, identityCert), filepath.Join(dir, identityKey))
+	if err != nil {
+		return fmt.Errorf("load the node's machine-API certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, identityCA))
+	if err != nil {
+		return fmt.Errorf("load the machine CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("%s holds no certificate", filepath.Join(dir, identityCA))
+	}
+	n.o.API.UseMutualTLS(cert, pool)
+	n.mu.Lock()
+	n.apiMTLS = true
+	n.mu.Unlock()
+	n.o.Log.Info("machine API now requires client certificates from the cluster's machine CA")
+	return nil
+}
+
+func publicKeyPEM(k *ecdsa.PrivateKey) ([]byte, error) { return pki.EncodePublicKey(k.Public()) }

@@ -1,0 +1,176 @@
+package node
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/api/pki"
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
+)
+
+// TicketFile holds the join ticket beside the node lock, so an interrupted Join resumes.
+const TicketFile = "join-ticket.pb"
+
+// TicketSource asks a control-plane node's join service for a ticket.
+type TicketSource interface {
+	RequestTicket(ctx context.Context, addr string, req *machine.TicketRequest) (*machine.JoinTicket, error)
+}
+
+type ticket = machine.JoinTicket
+
+// Join validates a ticket and the node's config (the ticket's own when raw is empty), takes the node lock
+// for Join and starts the Join sequence in the background. Errors are those of Init.
+func (n *Node) Join(ctx context.Context, raw, ticketBytes []byte) error {
+	t := &machine.JoinTicket{}
+	if err := proto.Unmarshal(ticketBytes, t); err != nil || len(ticketBytes) == 0 {
+		err := &ConfigError{Err: fmt.Errorf("the join ticket is missing or unreadable: %v", err)}
+		n.refused(fsm.SeqJoin, err)
+		return err
+	}
+	return n.join(ctx, raw, t)
+}
+
+func (n *Node) join(ctx context.Context, raw []byte, t *machine.JoinTicket) error {
+	if len(raw) == 0 {
+		raw = t.Config
+	}
+	cfg, err := ParseConfig(raw)
+	if err == nil {
+		err = n.checkTicket(cfg, t)
+	}
+	if err != nil {
+		n.refused(fsm.SeqJoin, err)
+		return err
+	}
+	tb, err := proto.Marshal(t)
+	if err != nil {
+		return err
+	}
+	return n.takeLock(ctx, fsm.SeqJoin, nodelock.OwnerJoin, cfg, raw, map[string][]byte{TicketFile: tb}, t)
+}
+
+// checkTicket makes sure the ticket is for this cluster and this node's key, and chains to the machine CA.
+func (n *Node) checkTicket(cfg *config.MachineConfig, t *machine.JoinTicket) error {
+	bad := func(format string, args ...any) error {
+		return &ConfigError{Err: fmt.Errorf("join ticket: "+format, args...)}
+	}
+	if t.ClusterId != cfg.Cluster.ID {
+		return bad("it is for cluster %q (%s), the config for %q (%s)", t.ClusterName, t.ClusterId, cfg.Cluster.Name, cfg.Cluster.ID)
+	}
+	if t.Role != cfg.Machine.Type {
+		return bad("it admits a %s, the config describes a %s", t.Role, cfg.Machine.Type)
+	}
+	cert, err := pki.ParseCert(t.MachineCert)
+	if err != nil {
+		return bad("machine certificate: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(t.MachineCa) {
+		return bad("no machine CA")
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: n.o.Now()}); err != nil {
+		return bad("machine certificate does not chain to the machine CA: %v", err)
+	}
+	n.mu.Lock()
+	key := n.identity
+	n.mu.Unlock()
+	if key == nil || !key.PublicKey.Equal(cert.PublicKey) {
+		return bad("the machine certificate is for another node's key (tickets are made for one node)")
+	}
+	return nil
+}
+
+func (n *Node) storeTicketCertificate(t *machine.JoinTicket) error {
+	return n.writeCertificate(t.MachineCert, t.MachineCa)
+}
+
+func (n *Node) loadTicket() (*machine.JoinTicket, error) {
+	data, err := os.ReadFile(filepath.Join(n.lock.Dir(), TicketFile))
+	if err != nil {
+		return nil, fmt.Errorf("resume Join: %w", err)
+	}
+	t := &machine.JoinTicket{}
+	if err := proto.Unmarshal(data, t); err != nil {
+		return nil, fmt.Errorf("resume Join: the stored ticket is unreadable: %w", err)
+	}
+	return t, nil
+}
+
+// Backoff bounds for the join client.
+const (
+	joinBackoffMin = time.Second
+	joinBackoffMax = 30 * time.Second
+)
+
+// startJoinClient asks the configured join service for a ticket until it gets one or the lock is taken
+// (by an operator's Init or Join), retrying with capped exponential backoff and jitter.
+func (n *Node) startJoinClient() {
+	if n.o.JoinAddr == "" || n.o.Tickets == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(n.life)
+	n.mu.Lock()
+	n.stopJoin = cancel
+	n.mu.Unlock()
+	go n.joinLoop(ctx)
+}
+
+func (n *Node) stopJoinClient() {
+	n.mu.Lock()
+	stop := n.stopJoin
+	n.stopJoin = nil
+	n.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (n *Node) joinLoop(ctx context.Context) {
+	delay := joinBackoffMin
+	for attempt := 1; ; attempt++ {
+		n.mu.Lock()
+		key := n.identity
+		host := n.hostname
+		n.mu.Unlock()
+		pub, _ := publicKeyPEM(key)
+		req := &machine.TicketRequest{Token: n.o.JoinToken, NodeName: host, MachinePublicKey: pub}
+		for _, ip := range n.o.Addresses() {
+			req.Addresses = append(req.Addresses, ip.String())
+		}
+		t, err := n.o.Tickets.RequestTicket(ctx, n.o.JoinAddr, req)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = n.join(ctx, nil, t)
+			var held *nodelock.HeldError
+			var busy *fsm.BusyError
+			if err == nil || errors.As(err, &held) || errors.As(err, &busy) {
+				return // joined, or an operator's Init/Join won the lock
+			}
+		}
+		n.o.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: err.Error(),
+			Message: fmt.Sprintf("join attempt %d to %s failed; retrying in %s", attempt, n.o.JoinAddr, delay)})
+		n.o.Log.Warn("join attempt failed", "attempt", attempt, "join", n.o.JoinAddr, "error", err, "retry", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(jitter(delay)):
+		}
+		delay = min(2*delay, joinBackoffMax)
+	}
+}
+
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }

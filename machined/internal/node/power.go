@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
+)
+
+// Reboot stops what runs and reboots. It may cancel a running Init, Join or Start: the node lock keeps
+// their progress, so they resume after the reboot. In sandbox mode the node reboots in-process: it goes
+// back to Boot and runs its boot sequence again.
+func (n *Node) Reboot(ctx context.Context) error {
+	return n.power(ctx, fsm.SeqReboot, fsm.Reboot, nil)
+}
+
+// Shutdown stops what runs and powers off (in sandbox mode: ends the process).
+func (n *Node) Shutdown(ctx context.Context) error {
+	return n.power(ctx, fsm.SeqShutdown, fsm.Shutdown, nil)
+}
+
+// ResetOptions say what Reset wipes.
+type ResetOptions struct {
+	// Wipe names the volumes to wipe: state, ephemeral, etcd.
+	Wipe     []string
+	Graceful bool
+	NoReboot bool
+}
+
+// Reset stops the node, wipes what it is told (releasing the node lock with STATE) and reboots into Boot.
+func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
+	wipe := []sequence.Task{{Name: "release-node-lock", Run: func(context.Context) error {
+		for _, v := range o.Wipe {
+			if v == "state" {
+				if err := n.lock.Clear(); err != nil {
+					return err
+				}
+				return os.RemoveAll(filepath.Join(n.lock.Dir(), "pki"))
+			}
+		}
+		return nil
+	}}}
+	return n.power(ctx, fsm.SeqReset, fsm.Reset, wipe)
+}
+
+// power runs a power sequence: take over the sequence lock, move to the state, stop services, run extra
+// tasks, then reboot or power off. The RPC returns once the sequence has started; the work goes on in the
+// background so the reply reaches the client before the node goes away.
+func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, extra []sequence.Task) error {
+	runCtx, release, err := n.seq.Acquire(ctx, n.life, seq)
+	if err != nil {
+		return err
+	}
+	if err := n.fsm.Transition(state); err != nil {
+		release()
+		return err
+	}
+	n.stopJoinClient()
+	go func() {
+		tasks := append(n.o.Hooks.stop(seq), extra...)
+		err := n.runner(false).Run(runCtx, string(seq), tasks)
+		release()
+		n.endSequence(seq, err)
+		if err != nil {
+			return // the node stays in this state with the error in Status; a Shutdown still works
+		}
+		if seq == fsm.SeqShutdown {
+			n.finish(n.o.Sys.PowerOff())
+			return
+		}
+		if seq == fsm.SeqReset {
+			if err := n.fsm.Transition(fsm.Reboot); err != nil {
+				n.setErr(err)
+				return
+			}
+		}
+		n.restart()
+	}()
+	return nil
+}
+
+// restart reboots: a real node does not come back from Sys.Reboot; a sandbox node boots again in-process.
+func (n *Node) restart() {
+	if err := n.o.Sys.Reboot(); err != nil {
+		n.setErr(fmt.Errorf("reboot: %w", err))
+		return
+	}
+	if !n.o.Sandbox {
+		return
+	}
+	if err := n.fsm.Transition(fsm.Boot); err != nil {
+		n.setErr(err)
+		return
+	}
+	if err := n.boot(); err != nil {
+		n.o.Log.Error("boot after in-process reboot failed", "error", err)
+	}
+}
+
+func (n *Node) finish(err error) {
+	n.finishErr = err
+	close(n.finished)
+}

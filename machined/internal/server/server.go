@@ -1,0 +1,245 @@
+// Package server is the machine API's gRPC edge: it authenticates each call, decodes the request, calls the
+// node controller and maps errors to gRPC codes. Nothing else happens here.
+package server
+
+import (
+	"context"
+	"errors"
+	"runtime"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/node"
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
+	"github.com/cairn-os/cairn/machined/internal/supervisor"
+)
+
+// Services lists and controls the node's supervised services.
+type Services interface {
+	List() []supervisor.Info
+}
+
+// Server implements the Machine service.
+type Server struct {
+	machine.UnimplementedMachineServer
+	Node      *node.Node
+	Bus       *events.Bus
+	Supervise Services
+	Build     Build
+}
+
+// Build identifies the running binary.
+type Build struct {
+	Version, Commit string
+}
+
+// New builds the gRPC server with authentication, health and reflection.
+func New(s *Server, auth *Auth) *grpc.Server {
+	g := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(auth.Creds.TLSConfig())),
+		grpc.ChainUnaryInterceptor(auth.Unary),
+		grpc.ChainStreamInterceptor(auth.Stream),
+		grpc.MaxRecvMsgSize(client.MaxMessageSize),
+	)
+	machine.RegisterMachineServer(g, s)
+	h := health.NewServer()
+	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	h.SetServingStatus(machine.Machine_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(g, h)
+	reflection.Register(g)
+	return g
+}
+
+// Version reports the build.
+func (s *Server) Version(context.Context, *machine.VersionRequest) (*machine.VersionResponse, error) {
+	return &machine.VersionResponse{Version: s.Build.Version, Commit: s.Build.Commit, GoVersion: runtime.Version(),
+		KubernetesVersion: config.KubernetesVersion, Arch: runtime.GOARCH}, nil
+}
+
+// Status reports the node's state.
+func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.StatusResponse, error) {
+	st := s.Node.Status()
+	mode := "maintenance"
+	if st.MutualTLS {
+		mode = "mtls"
+	}
+	r := &machine.StatusResponse{
+		State: string(st.State), LockedBy: st.LockedBy, MachineType: st.MachineType, Hostname: st.Hostname,
+		ClusterName: st.ClusterName, ClusterId: st.ClusterID, Addresses: st.Addresses, ApiMode: mode,
+		Sequence: st.Sequence, LastError: st.LastError, Sandbox: st.Sandbox, MachinePublicKey: st.PublicKeyPEM,
+	}
+	if !st.BootTime.IsZero() {
+		r.BootTime = timestamppb.New(st.BootTime)
+	}
+	return r, nil
+}
+
+// Init takes the lock for Init and streams the sequence's events.
+func (s *Server) Init(req *machine.InitRequest, stream grpc.ServerStreamingServer[machine.Event]) error {
+	if len(req.EtcdSnapshot) > 0 {
+		return status.Error(codes.Unimplemented, "init from an etcd snapshot is not available yet")
+	}
+	return s.follow(stream, fsm.SeqInit, req.Detach, func() error { return s.Node.Init(stream.Context(), req.Config) })
+}
+
+// Join takes the lock for Join with a ticket and streams the sequence's events.
+func (s *Server) Join(req *machine.JoinRequest, stream grpc.ServerStreamingServer[machine.Event]) error {
+	return s.follow(stream, fsm.SeqJoin, req.Detach, func() error { return s.Node.Join(stream.Context(), req.Config, req.Ticket) })
+}
+
+// follow starts a sequence and streams its events until it ends. It subscribes first so no event is missed.
+func (s *Server) follow(stream grpc.ServerStreamingServer[machine.Event], seq fsm.Sequence, detach bool, start func() error) error {
+	_, ch, cancel := s.Bus.Subscribe(1)
+	defer cancel()
+	if err := start(); err != nil {
+		return toStatus(err)
+	}
+	if detach {
+		return nil
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case e, ok := <-ch:
+			if !ok {
+				return status.Error(codes.ResourceExhausted, "event stream fell behind; follow with `cairnctl events --follow`")
+			}
+			if e.Sequence != string(seq) && e.Kind != events.KindTransition {
+				continue
+			}
+			if err := stream.Send(toProto(e)); err != nil {
+				return err
+			}
+			if e.Kind == events.KindSequence && e.Sequence == string(seq) {
+				if e.Outcome == events.Failed {
+					return status.Errorf(codes.Aborted, "%s failed: %s", seq, e.Error)
+				}
+				return nil
+			}
+		}
+	}
+}
+
+// Events streams the kept events and, with follow, every later one.
+func (s *Server) Events(req *machine.EventsRequest, stream grpc.ServerStreamingServer[machine.Event]) error {
+	hist, ch, cancel := s.Bus.Subscribe(int(req.Tail))
+	defer cancel()
+	for _, e := range hist {
+		if err := stream.Send(toProto(e)); err != nil {
+			return err
+		}
+	}
+	if !req.Follow {
+		return nil
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case e, ok := <-ch:
+			if !ok {
+				return status.Error(codes.ResourceExhausted, "event stream fell behind; reconnect")
+			}
+			if err := stream.Send(toProto(e)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Reboot reboots the node.
+func (s *Server) Reboot(ctx context.Context, _ *machine.RebootRequest) (*machine.RebootResponse, error) {
+	return &machine.RebootResponse{}, toStatus(s.Node.Reboot(ctx))
+}
+
+// Shutdown powers the node off.
+func (s *Server) Shutdown(ctx context.Context, _ *machine.ShutdownRequest) (*machine.ShutdownResponse, error) {
+	return &machine.ShutdownResponse{}, toStatus(s.Node.Shutdown(ctx))
+}
+
+// Reset wipes the node and reboots it into Boot.
+func (s *Server) Reset(ctx context.Context, req *machine.ResetRequest) (*machine.ResetResponse, error) {
+	wipe := req.Wipe
+	if len(wipe) == 0 {
+		wipe = []string{"state", "ephemeral"}
+	}
+	for i, w := range wipe {
+		switch w {
+		case "all":
+			wipe = []string{"state", "ephemeral", "etcd"}
+		case "state", "ephemeral", "etcd":
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "wipe[%d]: %q is not a volume (state, ephemeral, etcd or all)", i, w)
+		}
+	}
+	err := s.Node.Reset(ctx, node.ResetOptions{Wipe: wipe, Graceful: req.Graceful, NoReboot: req.NoReboot})
+	return &machine.ResetResponse{}, toStatus(err)
+}
+
+// Services lists supervised services.
+func (s *Server) Services(context.Context, *machine.ServicesRequest) (*machine.ServicesResponse, error) {
+	resp := &machine.ServicesResponse{}
+	for _, i := range s.Supervise.List() {
+		resp.Services = append(resp.Services, serviceProto(i))
+	}
+	return resp, nil
+}
+
+func serviceProto(i supervisor.Info) *machine.Service {
+	p := &machine.Service{Name: i.Name, State: i.State, Health: i.Health, Restarts: i.Restarts, LastError: i.LastError, Pid: int32(i.PID)}
+	if !i.Since.IsZero() {
+		p.Since = timestamppb.New(i.Since)
+	}
+	return p
+}
+
+func toProto(e events.Event) *machine.Event {
+	p := &machine.Event{Id: e.ID, Time: timestamppb.New(e.Time), State: e.State, Sequence: e.Sequence, Task: e.Task,
+		Kind: e.Kind, Outcome: e.Outcome, Error: e.Error, Message: e.Message}
+	if !e.Started.IsZero() {
+		p.Started = timestamppb.New(e.Started)
+	}
+	return p
+}
+
+// toStatus maps the node's errors to gRPC codes; this is the only place that does.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		cfgErr  *node.ConfigError
+		held    *nodelock.HeldError
+		busy    *fsm.BusyError
+		trans   *fsm.TransitionError
+		already interface{ GRPCStatus() *status.Status }
+	)
+	switch {
+	case errors.As(err, &already):
+		return err
+	case errors.As(err, &cfgErr):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, &held), errors.As(err, &busy):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.As(err, &trans), errors.Is(err, node.ErrNotLocked):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

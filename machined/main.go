@@ -1,0 +1,27 @@
+// Command machined is Cairn's node agent: PID 1 after the initramfs switches root, or an ordinary process
+// in sandbox mode (--root DIR). It runs the node's state machine and serves the machine API; main only
+// wires the parts together.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Set at build time with -ldflags -X.
+var (
+	version = "dev"
+	commit  = ""
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "machined:", err)
+		os.Exit(1)
+	}
+}
