@@ -46,6 +46,12 @@ func (d DiskSpec) MarshalYAML() (any, error) {
 // IsZero reports whether the selector selects nothing at all.
 func (s Selector) IsZero() bool { return s == Selector{} }
 
+// IsZero shadows the Selector's promoted method, which the YAML encoder would otherwise use to drop a
+// `tmpfs` volume as empty.
+func (d DiskSpec) IsZero() bool {
+	return !d.Tmpfs && d.Selector.IsZero() && d.Filesystem == "" && !d.Wipe
+}
+
 // FilesystemOrDefault is the filesystem Cairn formats this volume with.
 func (d DiskSpec) FilesystemOrDefault() string {
 	if d.Filesystem == "" {

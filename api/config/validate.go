@@ -22,7 +22,8 @@ var (
 func Validate(c *MachineConfig) error {
 	var e Errors
 	m, cl := &c.Machine, &c.Cluster
-	controlPlane := m.Type == TypeControlPlane
+	// With an unknown type, only the rules common to both types are checked.
+	controlPlane, worker := m.Type == TypeControlPlane, m.Type == TypeWorker
 
 	switch m.Type {
 	case TypeControlPlane, TypeWorker:
@@ -43,7 +44,7 @@ func Validate(c *MachineConfig) error {
 	switch {
 	case controlPlane && m.Disks.Etcd == nil:
 		e.add("machine.disks.etcd", "a control-plane node needs an etcd disk (a selector, or %q)", TmpfsVolume)
-	case !controlPlane && m.Disks.Etcd != nil && m.Type == TypeWorker:
+	case worker && m.Disks.Etcd != nil:
 		e.add("machine.disks.etcd", "a worker runs no etcd; remove this field")
 	case m.Disks.Etcd != nil:
 		validateDisk("machine.disks.etcd", m.Disks.Etcd, &e)
@@ -70,19 +71,18 @@ func Validate(c *MachineConfig) error {
 	if _, err := pki.ParseCert([]byte(cl.MachineCA)); err != nil {
 		e.add("cluster.machineCA", "%v", err)
 	}
-	if controlPlane {
-		if cl.Secrets == nil {
-			e.add("cluster.secrets", "a control-plane config must carry the cluster secrets")
-		} else {
-			validateSecrets("cluster.secrets", cl.Secrets, &e)
-			if ca, err := pki.ParseCert([]byte(cl.MachineCA)); err == nil {
-				if sca, err := pki.ParseCert([]byte(cl.Secrets.MachineCA.Cert)); err == nil && !ca.Equal(sca) {
-					e.add("cluster.machineCA", "differs from cluster.secrets.machineCA.cert")
-				}
+	switch {
+	case controlPlane && cl.Secrets == nil:
+		e.add("cluster.secrets", "a control-plane config must carry the cluster secrets")
+	case worker && cl.Secrets != nil:
+		e.add("cluster.secrets", "a worker config must not carry the cluster's secrets; a worker gets what it needs when it joins")
+	case cl.Secrets != nil:
+		validateSecrets("cluster.secrets", cl.Secrets, &e)
+		if ca, err := pki.ParseCert([]byte(cl.MachineCA)); err == nil {
+			if sca, err := pki.ParseCert([]byte(cl.Secrets.MachineCA.Cert)); err == nil && !ca.Equal(sca) {
+				e.add("cluster.machineCA", "differs from cluster.secrets.machineCA.cert")
 			}
 		}
-	} else if cl.Secrets != nil {
-		e.add("cluster.secrets", "a worker config must not carry the cluster's secrets; a worker gets what it needs when it joins")
 	}
 	if cl.Join != nil {
 		for i, ep := range cl.Join.Endpoints {

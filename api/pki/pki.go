@@ -255,3 +255,16 @@ func serial() *big.Int {
 	}
 	return n
 }
+
+// ParsePublicKey reads a PKIX PEM public key.
+func ParsePublicKey(pemBytes []byte) (crypto.PublicKey, error) {
+	b, _ := pem.Decode(pemBytes)
+	if b == nil || b.Type != "PUBLIC KEY" {
+		return nil, errors.New("not a PEM public key")
+	}
+	k, err := x509.ParsePKIXPublicKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse public key: %w", err)
+	}
+	return k, nil
+}

@@ -74,15 +74,20 @@ func (b *Bus) SetState(state func() string) {
 
 // Publish records an event, filling in its ID, time and state.
 func (b *Bus) Publish(e Event) Event {
+	// The state is read before taking the bus's lock: the state machine publishes its transitions while
+	// holding its own lock, so reading it under ours would invert the lock order.
+	b.mu.Lock()
+	stateOf := b.state
+	b.mu.Unlock()
+	if e.State == "" && stateOf != nil {
+		e.State = stateOf()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lastID++
 	e.ID = b.lastID
 	if e.Time.IsZero() {
 		e.Time = b.now()
-	}
-	if e.State == "" && b.state != nil {
-		e.State = b.state()
 	}
 	b.ring[b.next] = e
 	b.next = (b.next + 1) % len(b.ring)

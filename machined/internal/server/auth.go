@@ -58,6 +58,9 @@ func (a *Auth) check(ctx context.Context, method string) error {
 	if _, known := roles[method]; !known {
 		return status.Errorf(codes.PermissionDenied, "%s is not allowed for anyone", method)
 	}
+	if !a.Creds.Decided() {
+		return status.Error(codes.Unavailable, "the node is booting; try again in a moment")
+	}
 	if !a.Creds.MutualTLS() {
 		token := bearer(ctx)
 		switch {

@@ -15,7 +15,10 @@ import (
 // at boot, the bootstrap token on every call) to mutual TLS (the node's certificate from the machine CA,
 // client certificates verified against it) without restarting the listener.
 type Credentials struct {
-	mu          sync.RWMutex
+	mu sync.RWMutex
+	// decided is false until the node has read its lock: until then no call is served, so a locked node
+	// never answers a bootstrap token, not even for the moment between starting the listener and booting.
+	decided     bool
 	maintenance tls.Certificate
 	fingerprint string
 	node        *tls.Certificate
@@ -52,14 +55,21 @@ func (c *Credentials) Fingerprint() string { return c.fingerprint }
 func (c *Credentials) UseMaintenance() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.node, c.clientCAs = nil, nil
+	c.node, c.clientCAs, c.decided = nil, nil, true
 }
 
 // UseMutualTLS serves the node's certificate and verifies client certificates against the machine CA.
 func (c *Credentials) UseMutualTLS(cert tls.Certificate, clientCAs *x509.CertPool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.node, c.clientCAs = &cert, clientCAs
+	c.node, c.clientCAs, c.decided = &cert, clientCAs, true
+}
+
+// Decided reports whether the node has chosen its mode yet.
+func (c *Credentials) Decided() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.decided
 }
 
 // MutualTLS reports the mode.

@@ -1,0 +1,217 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func generated(t *testing.T) *Generated {
+	t.Helper()
+	g, err := Generate(GenOptions{ClusterName: "demo", Endpoint: "https://10.5.0.2:6443", Now: time.Now()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func roundTrip(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestGeneratedConfigsRoundTrip(t *testing.T) {
+	g := generated(t)
+	for name, c := range map[string]*MachineConfig{"controlplane": g.ControlPlane, "worker": g.Worker} {
+		got, err := Parse(roundTrip(t, c))
+		if err != nil {
+			t.Fatalf("%s: Parse(Marshal(c)) = %v", name, err)
+		}
+		if err := Validate(got); err != nil {
+			t.Fatalf("%s: generated config does not validate: %v", name, err)
+		}
+		if diff := cmp.Diff(c, got); diff != "" {
+			t.Errorf("%s: round trip changed the config (-want +got):\n%s", name, diff)
+		}
+	}
+	s, err := ParseSecrets(roundTrip(t, g.Secrets))
+	if err != nil || ValidateSecrets(s) != nil {
+		t.Fatalf("secrets round trip: %v / %v", err, ValidateSecrets(s))
+	}
+	if g.Worker.Cluster.Secrets != nil {
+		t.Error("the worker config carries the cluster's secrets")
+	}
+}
+
+func TestTmpfsVolumesRoundTrip(t *testing.T) {
+	tmp := &DiskSpec{Tmpfs: true}
+	g, err := Generate(GenOptions{ClusterName: "demo", Endpoint: "https://h:6443", State: tmp, Ephemeral: tmp, Etcd: tmp}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := roundTrip(t, g.ControlPlane)
+	if !strings.Contains(string(b), "etcd: tmpfs") {
+		t.Errorf("marshalled config lacks `etcd: tmpfs`:\n%s", b)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Machine.Disks.Etcd == nil || !c.Machine.Disks.Etcd.Tmpfs || !c.Machine.Disks.State.Tmpfs {
+		t.Errorf("tmpfs volumes lost in the round trip: %+v", c.Machine.Disks)
+	}
+}
+
+func TestParseRefusesBadDocuments(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		want      []string // substrings of the error
+	}{
+		{"empty", "", []string{"empty"}},
+		{"whitespace", "  \n\n", []string{"empty"}},
+		{"not a mapping", "- a\n- b\n", []string{"mapping"}},
+		{"bad yaml", "apiVersion: [\n", []string{"not valid YAML"}},
+		{"two documents", "apiVersion: a\n---\napiVersion: b\n", []string{"more than one"}},
+		{"wrong kind", "apiVersion: cairn.dev/v1alpha1\nkind: Pod\n", []string{"kind: must be \"MachineConfig\""}},
+		{"wrong version", "apiVersion: v1\nkind: MachineConfig\n", []string{"apiVersion: must be"}},
+		{"unknown fields with paths", "apiVersion: cairn.dev/v1alpha1\nkind: MachineConfig\nmachine:\n  tpye: worker\n  disks:\n    etcd:\n      serail: x\ncluster:\n  network:\n    podCidr: 10.0.0.0/8\n",
+			[]string{"machine.tpye: unknown field (line 4)", "machine.disks.etcd.serail: unknown field", "cluster.network.podCidr: unknown field", "3 problem(s)"}},
+		{"bad disk scalar", "apiVersion: cairn.dev/v1alpha1\nkind: MachineConfig\nmachine:\n  disks:\n    state: ramdisk\n", []string{"either \"tmpfs\""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			if err == nil {
+				t.Fatalf("Parse(%q) succeeded", tc.doc)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse() error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	g := generated(t)
+	c := g.ControlPlane
+	c.Machine.Type = "master"
+	c.Cluster.Network.PodCIDR = "10.96.0.0/16" // inside the service CIDR
+	c.Cluster.Endpoint = "10.5.0.2:6443"
+	c.Cluster.KubernetesVersion = "v1.99.0"
+	c.Cluster.Secrets.KubernetesCA.Cert = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"
+	c.Machine.Disks.State = DiskSpec{}
+	err := Validate(c)
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("Validate() = %v, want Errors", err)
+	}
+	want := []string{"machine.type", "machine.disks.state", "cluster.endpoint", "cluster.kubernetesVersion", "cluster.network.podCIDR", "cluster.secrets.kubernetesCA"}
+	if diff := cmp.Diff(want, errs.Paths()); diff != "" {
+		t.Errorf("paths (-want +got):\n%s\nfull error: %v", diff, err)
+	}
+}
+
+func TestValidateFields(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *MachineConfig)
+		path   string // "" means valid
+	}{
+		{"ok", func(*MachineConfig) {}, ""},
+		{"tmpfs ephemeral", func(c *MachineConfig) { c.Machine.Disks.Ephemeral = DiskSpec{Tmpfs: true} }, ""},
+		{"controlplane without etcd disk", func(c *MachineConfig) { c.Machine.Disks.Etcd = nil }, "machine.disks.etcd"},
+		{"bad filesystem", func(c *MachineConfig) { c.Machine.Disks.State.Filesystem = "ntfs" }, "machine.disks.state.filesystem"},
+		{"relative path", func(c *MachineConfig) { c.Machine.Disks.State = DiskSpec{Selector: Selector{Path: "sdb"}} }, "machine.disks.state.path"},
+		{"sizes reversed", func(c *MachineConfig) {
+			c.Machine.Disks.State = DiskSpec{Selector: Selector{MinSize: 10 << 30, MaxSize: 1 << 30}}
+		}, "machine.disks.state.minSize"},
+		{"endpoint not a URL", func(c *MachineConfig) { c.Cluster.Endpoint = "not a url" }, "cluster.endpoint"},
+		{"endpoint http", func(c *MachineConfig) { c.Cluster.Endpoint = "http://h:6443" }, "cluster.endpoint"},
+		{"bad service cidr", func(c *MachineConfig) { c.Cluster.Network.ServiceCIDR = "10.96.0.0" }, "cluster.network.serviceCIDR"},
+		{"bad name", func(c *MachineConfig) { c.Cluster.Name = "Demo_1" }, "cluster.name"},
+		{"bad id", func(c *MachineConfig) { c.Cluster.ID = "xyz" }, "cluster.id"},
+		{"bad hostname", func(c *MachineConfig) { c.Machine.Hostname = "-x" }, "machine.hostname"},
+		{"static address", func(c *MachineConfig) {
+			c.Machine.Network.Interfaces = []Interface{{Name: "eth0", Addresses: []string{"10.5.0.2"}}}
+		}, "machine.network.interfaces[0].addresses[0]"},
+		{"dashed extra arg", func(c *MachineConfig) { c.Cluster.APIServer.ExtraArgs = map[string]string{"--v": "2"} }, "cluster.apiServer.extraArgs"},
+		{"malformed CA key", func(c *MachineConfig) { c.Cluster.Secrets.EtcdCA.Key = "junk" }, "cluster.secrets.etcdCA"},
+		{"bad bootstrap token", func(c *MachineConfig) { c.Cluster.Secrets.BootstrapToken = "abc" }, "cluster.secrets.bootstrapToken"},
+		{"join endpoint", func(c *MachineConfig) { c.Cluster.Join = &Join{Endpoints: []string{"h:99999"}} }, "cluster.join.endpoints[0]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := generated(t).ControlPlane
+			tc.mutate(c)
+			err := Validate(c)
+			if tc.path == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want valid", err)
+				}
+				return
+			}
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Path != tc.path {
+				t.Fatalf("Validate() = %v, want one problem at %s", err, tc.path)
+			}
+		})
+	}
+}
+
+func TestWorkerRules(t *testing.T) {
+	g := generated(t)
+	w := g.Worker
+	w.Cluster.Secrets = g.Secrets
+	etcd := DefaultDisk("etcd")
+	w.Machine.Disks.Etcd = &etcd
+	var errs Errors
+	if err := Validate(w); !errors.As(err, &errs) {
+		t.Fatalf("Validate() = %v", err)
+	}
+	if diff := cmp.Diff([]string{"machine.disks.etcd", "cluster.secrets"}, errs.Paths()); diff != "" {
+		t.Errorf("paths (-want +got):\n%s", diff)
+	}
+}
+
+func TestSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Size
+		bad  bool
+	}{
+		{"4096", 4096, false}, {"512MiB", 512 << 20, false}, {"10GiB", 10 << 30, false}, {"1.5GiB", 3 << 29, false},
+		{"1GB", 1e9, false}, {"2T", 2 << 40, false}, {"-1", 0, true}, {"ten", 0, true}, {"5 XB", 0, true},
+	}
+	for _, tc := range tests {
+		got, err := ParseSize(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, bad=%v", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+	if s := Size(10 << 30).String(); s != "10GiB" {
+		t.Errorf("Size(10GiB).String() = %q", s)
+	}
+}
+
+func TestRandomToken(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		tok := RandomToken()
+		if !bootstrapToken.MatchString(tok) {
+			t.Fatalf("RandomToken() = %q, not in kubeadm's format", tok)
+		}
+		if seen[tok] {
+			t.Fatalf("RandomToken() repeated %q", tok)
+		}
+		seen[tok] = true
+	}
+}

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs the Debian packages a target needs, when they are missing. `make` calls it before building or
+# testing so that `make run` and `make test` work on a fresh Debian 12 machine. Usage: deps.sh GROUP...
+set -eu
+pkgs=""
+for group in "$@"; do
+	case "$group" in
+	build) pkgs="$pkgs protobuf-compiler" ;;
+	test) pkgs="$pkgs xfsprogs e2fsprogs dosfstools btrfs-progs cryptsetup-bin lvm2 mdadm gdisk fdisk squashfs-tools xorriso util-linux iproute2 kmod" ;;
+	image) pkgs="$pkgs linux-image-amd64 squashfs-tools erofs-utils xorriso mtools grub-pc-bin grub-efi-amd64-bin systemd-boot-efi binutils gdisk zstd xfsprogs e2fsprogs" ;;
+	bundle) pkgs="$pkgs libseccomp-dev gcc" ;;
+	qemu) pkgs="$pkgs qemu-system-x86 qemu-utils ovmf" ;;
+	*) echo "deps.sh: unknown group $group" >&2; exit 2 ;;
+	esac
+done
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "missing Debian packages:$missing" >&2
+	echo "install them with: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "installing Debian packages:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

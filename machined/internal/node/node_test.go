@@ -1,0 +1,371 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
+	"github.com/cairn-os/cairn/machined/internal/paths"
+	"github.com/cairn-os/cairn/machined/internal/testcluster"
+)
+
+// fakeAPI records the mode switches.
+type fakeAPI struct {
+	mu          sync.Mutex
+	mtls        bool
+	maintenance int
+}
+
+func (f *fakeAPI) UseMaintenance() { f.mu.Lock(); f.mtls = false; f.maintenance++; f.mu.Unlock() }
+func (f *fakeAPI) UseMutualTLS(tls.Certificate, *x509.CertPool) {
+	f.mu.Lock()
+	f.mtls = true
+	f.mu.Unlock()
+}
+func (f *fakeAPI) state() (bool, int) { f.mu.Lock(); defer f.mu.Unlock(); return f.mtls, f.maintenance }
+
+type fakeSys struct{ reboots, poweroffs atomic.Int32 }
+
+func (f *fakeSys) Reboot() error   { f.reboots.Add(1); return nil }
+func (f *fakeSys) PowerOff() error { f.poweroffs.Add(1); return nil }
+
+type harness struct {
+	*Node
+	api *fakeAPI
+	sys *fakeSys
+	bus *events.Bus
+}
+
+func start(t testing.TB, root string, mod func(*Options)) *harness {
+	t.Helper()
+	h := &harness{api: &fakeAPI{}, sys: &fakeSys{}, bus: events.NewBus(nil, nil)}
+	o := Options{Paths: paths.Paths{Root: root}, Bus: h.bus, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Sys: h.sys, API: h.api, Sandbox: true}
+	if mod != nil {
+		mod(&o)
+	}
+	h.Node = New(o)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		// Let a sequence still writing into root finish before the temp dir is removed.
+		waitIdle(h.Node)
+	})
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func waitIdle(n *Node) {
+	for i := 0; i < 500 && n.Status().Sequence != ""; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitState(t testing.TB, n *Node, want fsm.State) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := n.Status(); st.State == want && st.Sequence == "" {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := n.Status()
+	t.Fatalf("node state = %s (sequence %q, last error %q), want %s", st.State, st.Sequence, st.LastError, want)
+}
+
+func TestInitReachesRunning(t *testing.T) {
+	c := testcluster.New(t)
+	h := start(t, t.TempDir(), nil)
+	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if mtls, _ := h.api.state(); !mtls {
+		t.Error("API still in maintenance mode after Init")
+	}
+	st := h.Status()
+	if st.LockedBy != nodelock.OwnerInit || st.ClusterName != "test" || st.MachineType != "controlplane" {
+		t.Errorf("Status() = %+v", st)
+	}
+	for _, f := range []string{"lock.json", "config.yaml", "pki/machine.key", "pki/machine.crt", "pki/machine-ca.crt"} {
+		if _, err := os.Stat(filepath.Join(h.o.Paths.State(), f)); err != nil {
+			t.Errorf("STATE/%s: %v", f, err)
+		}
+	}
+}
+
+func TestRefusedInitChangesNothing(t *testing.T) {
+	c := testcluster.New(t)
+	tests := map[string][]byte{
+		"invalid":   []byte("apiVersion: cairn.dev/v1alpha1\nkind: MachineConfig\nmachine:\n  type: controlplane\n"),
+		"empty":     nil,
+		"worker":    c.WorkerYAML,
+		"unknown":   append([]byte("bogus: 1\n"), c.ControlPlaneYAML...),
+		"not yaml!": []byte("{{{"),
+	}
+	for name, cfg := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := start(t, t.TempDir(), nil)
+			err := h.Init(context.Background(), cfg)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Init() = %v, want ConfigError", err)
+			}
+			if st := h.State(); st != fsm.Boot {
+				t.Errorf("state = %s after a refused Init, want Boot", st)
+			}
+			entries, _ := os.ReadDir(h.o.Paths.State())
+			if len(entries) != 0 {
+				t.Errorf("STATE holds %d entries after a refused Init; nothing may be written", len(entries))
+			}
+		})
+	}
+}
+
+// TestInitAndJoinRace races an operator's Init against a Join on fresh nodes a thousand times: exactly one
+// takes the lock every time, and the loser is told who won.
+func TestInitAndJoinRace(t *testing.T) {
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	c := testcluster.New(t)
+	base := memTempDir(t)
+	for i := range rounds {
+		func() {
+			h := start(t, filepath.Join(base, "n"+itoa(i)), nil)
+			ticket := c.TicketBytes(t, h.Status().PublicKeyPEM)
+			var wg sync.WaitGroup
+			var initErr, joinErr error
+			wg.Add(2)
+			go func() { defer wg.Done(); initErr = h.Init(context.Background(), c.ControlPlaneYAML) }()
+			go func() { defer wg.Done(); joinErr = h.Join(context.Background(), nil, ticket) }()
+			wg.Wait()
+			if (initErr == nil) == (joinErr == nil) {
+				t.Fatalf("round %d: Init = %v, Join = %v; want exactly one winner", i, initErr, joinErr)
+			}
+			loser, winner := joinErr, nodelock.OwnerInit
+			if initErr != nil {
+				loser, winner = initErr, nodelock.OwnerJoin
+			}
+			var held *nodelock.HeldError
+			var busy *fsm.BusyError
+			switch {
+			case errors.As(loser, &held):
+				if held.Owner != winner {
+					t.Fatalf("round %d: loser told %q won, want %q", i, held.Owner, winner)
+				}
+			case errors.As(loser, &busy):
+				if string(busy.Running) != winner {
+					t.Fatalf("round %d: loser told %q runs, want %q", i, busy.Running, winner)
+				}
+			default:
+				t.Fatalf("round %d: loser got %v, want HeldError or BusyError", i, loser)
+			}
+			waitState(t, h.Node, fsm.Running)
+			if got := h.Status().LockedBy; got != winner {
+				t.Fatalf("round %d: lock held by %q, want %q", i, got, winner)
+			}
+		}()
+	}
+}
+
+func TestLockedNodeNeverServesMaintenanceAgain(t *testing.T) {
+	c := testcluster.New(t)
+	root := t.TempDir()
+	h := start(t, root, nil)
+	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	h2 := start(t, root, nil)
+	waitState(t, h2.Node, fsm.Running)
+	mtls, maint := h2.api.state()
+	if !mtls || maint != 0 {
+		t.Errorf("restarted locked node: mtls=%v, maintenance switches=%d; want mTLS only", mtls, maint)
+	}
+	if err := h2.Init(context.Background(), c.ControlPlaneYAML); err == nil {
+		t.Error("a second Init on a locked node succeeded")
+	}
+}
+
+func TestResumeSkipsFinishedTasks(t *testing.T) {
+	c := testcluster.New(t)
+	root := t.TempDir()
+	state := paths.Paths{Root: root}.State()
+	l, err := nodelock.Open(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A power cut after store-identity finished: the lock and config are on disk, the task recorded.
+	if err := l.Take(nodelock.OwnerInit, c.ControlPlaneYAML, nil); err != nil {
+		t.Fatal(err)
+	}
+	h0 := start(t, t.TempDir(), nil) // borrow a node to write a key the way store-identity does
+	h0.stateDir = state
+	if err := h0.storeIdentity(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	keyBefore, _ := os.ReadFile(filepath.Join(state, "pki", identityKey))
+	l.MarkDone("store-identity")
+
+	h := start(t, root, nil)
+	waitState(t, h.Node, fsm.Running)
+	var outcomes []string
+	for _, e := range h.bus.History(0) {
+		if e.Task == "store-identity" || e.Task == "machine-certificate" {
+			outcomes = append(outcomes, e.Task+":"+e.Outcome)
+		}
+	}
+	want := "store-identity:skipped machine-certificate:started machine-certificate:done"
+	if got := join(outcomes); got != want {
+		t.Errorf("resumed Init ran %q, want %q", got, want)
+	}
+	keyAfter, _ := os.ReadFile(filepath.Join(state, "pki", identityKey))
+	if string(keyBefore) != string(keyAfter) {
+		t.Error("the node key changed on resume: store-identity ran twice")
+	}
+}
+
+// fakeTickets fails a few times, then hands out a ticket made for the asking node.
+type fakeTickets struct {
+	c       *testcluster.Cluster
+	t       testing.TB
+	failFor int32
+	calls   atomic.Int32
+}
+
+func (f *fakeTickets) RequestTicket(ctx context.Context, addr string, req *machine.TicketRequest) (*machine.JoinTicket, error) {
+	if n := f.calls.Add(1); n <= f.failFor {
+		return nil, errors.New("connection refused")
+	}
+	return f.c.Ticket(f.t, req.MachinePublicKey), nil
+}
+
+func TestJoinClientRetriesUntilItJoins(t *testing.T) {
+	c := testcluster.New(t)
+	ft := &fakeTickets{c: c, t: t, failFor: 2}
+	h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.JoinToken, o.Tickets = "cp:50001", "tok", ft })
+	deadline := time.Now().Add(20 * time.Second)
+	for h.Status().LockedBy == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if got := h.Status().LockedBy; got != nodelock.OwnerJoin {
+		t.Fatalf("locked by %q, want join", got)
+	}
+	if n := ft.calls.Load(); n != 3 {
+		t.Errorf("join client asked %d times, want 3 (two failures, then success)", n)
+	}
+	failures := 0
+	for _, e := range h.bus.History(0) {
+		if e.Kind == events.KindJoin && e.Outcome == events.Failed {
+			failures++
+		}
+	}
+	if failures != 2 {
+		t.Errorf("%d failed join attempts reported as events, want 2", failures)
+	}
+}
+
+func TestInitStopsTheJoinClient(t *testing.T) {
+	c := testcluster.New(t)
+	ft := &fakeTickets{c: c, t: t, failFor: 1 << 30}
+	h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.Tickets = "cp:50001", ft })
+	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	n := ft.calls.Load()
+	time.Sleep(2500 * time.Millisecond) // longer than the first backoff
+	if m := ft.calls.Load(); m != n {
+		t.Errorf("join client kept asking after Init took the lock (%d → %d calls)", n, m)
+	}
+}
+
+func TestSandboxRebootShutdownReset(t *testing.T) {
+	c := testcluster.New(t)
+	h := start(t, t.TempDir(), nil)
+	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if h.sys.reboots.Load() != 1 {
+		t.Errorf("reboots = %d, want 1", h.sys.reboots.Load())
+	}
+	if st := h.Status(); st.LockedBy != nodelock.OwnerInit {
+		t.Errorf("after reboot: %+v, want the lock kept", st)
+	}
+
+	if err := h.Reset(context.Background(), ResetOptions{Wipe: []string{"state", "ephemeral"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Boot)
+	if mtls, _ := h.api.state(); mtls {
+		t.Error("API still mTLS after reset")
+	}
+	if h.Status().LockedBy != "" {
+		t.Error("lock still held after reset")
+	}
+	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+		t.Fatalf("Init after reset = %v", err)
+	}
+	waitState(t, h.Node, fsm.Running)
+
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Finished():
+	case <-time.After(5 * time.Second):
+		t.Fatal("shutdown did not finish")
+	}
+	if err := h.Reboot(context.Background()); err == nil {
+		t.Error("Reboot after Shutdown succeeded")
+	}
+}
+
+// memTempDir is a temp dir on tmpfs when there is one: the race test fsyncs thousands of times and
+// measures the lock's logic, not the disk.
+func memTempDir(t *testing.T) string {
+	d, err := os.MkdirTemp("/dev/shm", "cairn-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func itoa(i int) string { return string(rune('a'+i%26)) + time.Duration(i).String() }
+
+func join(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += " "
+		}
+		out += x
+	}
+	return out
+}
