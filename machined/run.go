@@ -15,12 +15,18 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
+	"github.com/cairn-os/cairn/machined/internal/disk/apply"
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/joinsvc"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/paths"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
 	"github.com/cairn-os/cairn/machined/internal/server"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
+	"github.com/cairn-os/cairn/machined/internal/sys"
+	"github.com/cairn-os/cairn/machined/internal/volumes"
 )
 
 // options are machined's flags. On a real node every setting comes from the kernel command line; the
@@ -34,6 +40,7 @@ type options struct {
 	joinCA    string
 	hostname  string
 	cmdline   string
+	hostDisks bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -48,6 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.joinCA, "join-ca", "", "SHA-256 of the cluster's machine CA certificate to pin when joining (cairn.joinca=)")
 	fs.StringVar(&o.hostname, "hostname", "", "the node's hostname before a config sets one (cairn.hostname=)")
 	fs.StringVar(&o.cmdline, "cmdline", "", "sandbox mode: a kernel command line to read settings from, instead of none")
+	fs.BoolVar(&o.hostDisks, "host-disks", false, "sandbox mode: put volumes on the host's block devices that the config selects (run in a private mount namespace), instead of directories under --root")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -124,12 +132,17 @@ func serve(ctx context.Context, o options, p cmdline.Params, sandbox bool, log *
 	registry.Register("machined", func() supervisor.Info {
 		return supervisor.Info{Name: "machined", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started, PID: os.Getpid()}
 	})
+	layout := paths.Paths{Root: o.root}
+	vols := &volumes.Manager{Paths: layout, Devices: !sandbox || o.hostDisks, Mounter: sys.Mounter{}, Runner: apply.ExecRunner{}, Log: log,
+		Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}}
 	n := node.New(node.Options{
-		Paths: paths.Paths{Root: o.root}, Bus: bus, Log: log, Sys: sandboxSystem{}, API: creds, Sandbox: sandbox,
+		Paths: layout, Bus: bus, Log: log, Sys: sandboxSystem{}, API: creds, Sandbox: sandbox,
 		Hostname: p.Hostname, Addresses: addrs, JoinAddr: p.JoinAddr, JoinToken: p.JoinToken,
 		Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
+		Hooks:   node.Hooks{Preflight: vols.Preflight, Storage: vols.Hook, Stop: func(fsm.Sequence) []sequence.Task { return vols.StopTasks() }},
 	})
-	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: registry, Build: server.Build{Version: version, Commit: commit}},
+	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: registry, Storage: vols, Usage: statfs,
+		Build: server.Build{Version: version, Commit: commit}},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -171,6 +184,11 @@ type sandboxSystem struct{}
 
 func (sandboxSystem) Reboot() error   { return nil }
 func (sandboxSystem) PowerOff() error { return nil }
+
+func statfs(path string) (uint64, uint64, error) {
+	u, err := sys.Statfs(path)
+	return u.Size, u.Used, err
+}
 
 func listenIPs(listen string) []net.IP {
 	host, _, err := net.SplitHostPort(listen)

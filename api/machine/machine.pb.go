@@ -1633,6 +1633,7 @@ type Disk struct {
 	Candidate     bool                   `protobuf:"varint,12,opt,name=candidate,proto3" json:"candidate,omitempty"` // may be selected for a Cairn volume
 	Note          string                 `protobuf:"bytes,13,opt,name=note,proto3" json:"note,omitempty"`            // why not a candidate, or which volume uses it
 	ById          []string               `protobuf:"bytes,14,rep,name=by_id,json=byId,proto3" json:"by_id,omitempty"`
+	ProbeError    string                 `protobuf:"bytes,15,opt,name=probe_error,json=probeError,proto3" json:"probe_error,omitempty"` // set when Cairn could not read the disk: its contents are unknown
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1763,6 +1764,13 @@ func (x *Disk) GetById() []string {
 		return x.ById
 	}
 	return nil
+}
+
+func (x *Disk) GetProbeError() string {
+	if x != nil {
+		return x.ProbeError
+	}
+	return ""
 }
 
 type Partition struct {
@@ -2650,7 +2658,7 @@ const file_machine_proto_rawDesc = "" +
 	"\aservice\x18\x01 \x01(\v2\x1f.cairn.machine.v1alpha1.ServiceR\aservice\"\x0e\n" +
 	"\fDisksRequest\"C\n" +
 	"\rDisksResponse\x122\n" +
-	"\x05disks\x18\x01 \x03(\v2\x1c.cairn.machine.v1alpha1.DiskR\x05disks\"\xaa\x03\n" +
+	"\x05disks\x18\x01 \x03(\v2\x1c.cairn.machine.v1alpha1.DiskR\x05disks\"\xcb\x03\n" +
 	"\x04Disk\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -2672,7 +2680,9 @@ const file_machine_proto_rawDesc = "" +
 	"partitions\x12\x1c\n" +
 	"\tcandidate\x18\f \x01(\bR\tcandidate\x12\x12\n" +
 	"\x04note\x18\r \x01(\tR\x04note\x12\x13\n" +
-	"\x05by_id\x18\x0e \x03(\tR\x04byId\"\xa0\x01\n" +
+	"\x05by_id\x18\x0e \x03(\tR\x04byId\x12\x1f\n" +
+	"\vprobe_error\x18\x0f \x01(\tR\n" +
+	"probeError\"\xa0\x01\n" +
 	"\tPartition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +

@@ -57,8 +57,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -257,7 +261,9 @@ var onceTasks = []string{"store-identity", "machine-certificate"}
 func TestSIGKILLDuringInit(t *testing.T) {
 	dir := t.TempDir()
 	genConfig(t, dir)
-	mtls := func(addr string) []string { return []string{"--cairnconfig", filepath.Join(dir, "cairnconfig"), "--nodes", addr} }
+	mtls := func(addr string) []string {
+		return []string{"--cairnconfig", filepath.Join(dir, "cairnconfig"), "--nodes", addr}
+	}
 	for round := 0; round < 12; round++ {
 		root := t.TempDir()
 		addr := freeAddr(t)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
@@ -9,6 +11,9 @@ import (
 // Hooks are the tasks other subsystems add to the node's sequences. The node stays small and each
 // subsystem keeps its tasks beside its own code. A nil hook adds nothing.
 type Hooks struct {
+	// Preflight checks a config against the machine before the node lock is taken (the disk plan), so a
+	// refused Init or Join changes nothing.
+	Preflight func(ctx context.Context, c *config.MachineConfig) error
 	// Storage plans, formats and mounts the node's volumes. It runs first in Init, Join and Start, before
 	// anything is written to STATE; it returns the directory STATE now lives in.
 	Storage func(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task
@@ -37,4 +42,11 @@ func (h Hooks) stop(seq fsm.Sequence) []sequence.Task {
 		return nil
 	}
 	return h.Stop(seq)
+}
+
+func (h Hooks) preflight(ctx context.Context, c *config.MachineConfig) error {
+	if h.Preflight == nil {
+		return nil
+	}
+	return h.Preflight(ctx, c)
 }

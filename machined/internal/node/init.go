@@ -36,6 +36,12 @@ func (n *Node) takeLock(ctx context.Context, seq fsm.Sequence, owner string, cfg
 	if n.lock == nil {
 		return errors.New("the node is still booting; try again in a moment")
 	}
+	if n.lock.Record() == nil && n.fsm.State() == fsm.Boot {
+		if err := n.o.Hooks.preflight(ctx, cfg); err != nil {
+			n.refused(seq, err)
+			return err
+		}
+	}
 	runCtx, release, err := n.seq.Acquire(ctx, n.life, seq)
 	if err != nil {
 		n.refused(seq, err)

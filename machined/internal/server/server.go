@@ -24,6 +24,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
+	"github.com/cairn-os/cairn/machined/internal/volumes"
 )
 
 // Services lists and controls the node's supervised services.
@@ -37,6 +38,8 @@ type Server struct {
 	Node      *node.Node
 	Bus       *events.Bus
 	Supervise Services
+	Storage   Storage
+	Usage     volumes.Usage
 	Build     Build
 }
 
@@ -225,6 +228,7 @@ func toStatus(err error) error {
 		held    *nodelock.HeldError
 		busy    *fsm.BusyError
 		trans   *fsm.TransitionError
+		planErr *volumes.PlanError
 		already interface{ GRPCStatus() *status.Status }
 	)
 	switch {
@@ -234,7 +238,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &held), errors.As(err, &busy):
 		return status.Error(codes.Aborted, err.Error())
-	case errors.As(err, &trans), errors.Is(err, node.ErrNotLocked):
+	case errors.As(err, &trans), errors.As(err, &planErr), errors.Is(err, node.ErrNotLocked):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())

@@ -1,0 +1,234 @@
+// Package volumes puts the disk library to work in the node's sequences: it finds STATE at boot, plans
+// and mounts STATE, EPHEMERAL and ETCD in Init and Join, mounts them without formatting on the Running
+// path, unmounts them before a reboot, and answers the Plan, Disks and Mounts RPCs.
+//
+// In sandbox mode without --host-disks every volume is a plain directory under the sandbox root: no
+// block device on the host is ever opened for writing.
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/disk/apply"
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/disk/plan"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/paths"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
+)
+
+// Mounter mounts and unmounts (machined/internal/sys).
+type Mounter interface {
+	Mount(source, target, fstype string, flags uintptr, data string) error
+	Unmount(target string, detach bool) error
+}
+
+// Manager owns the node's volumes.
+type Manager struct {
+	Paths paths.Paths
+	// Devices is true when volumes live on block devices (a real node, or sandbox mode with --host-disks).
+	Devices bool
+	Scanner inventory.Scanner
+	Mounter Mounter
+	Runner  apply.Runner
+	Log     *slog.Logger
+	// MountInfo is the mount table to read ("" means the calling thread's).
+	MountInfo string
+}
+
+// Directory is the plan action of a sandbox volume kept in a plain directory.
+const Directory plan.Action = "directory"
+
+// PlanError is a plan with refusals; Init and Join do not start (the API's FailedPrecondition).
+type PlanError struct{ Plan plan.Plan }
+
+func (e *PlanError) Error() string {
+	return "the disk plan refuses, so nothing was formatted and the node stays in Boot:\n" + e.Plan.Err().Error()
+}
+
+// Plan says what Init or Join would do to which disk, without touching anything.
+func (m *Manager) Plan(ctx context.Context, c *config.MachineConfig) (plan.Plan, error) {
+	if !m.Devices {
+		return m.directoryPlan(c), nil
+	}
+	disks, err := m.Scanner.Scan(ctx)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	return plan.Make(plan.Input{Disks: disks, Config: c.Machine.Disks, MachineType: c.Machine.Type, ClusterID: c.Cluster.ID}), nil
+}
+
+// Preflight plans and fails with a PlanError if any step refuses; Init and Join call it before taking the
+// node lock.
+func (m *Manager) Preflight(ctx context.Context, c *config.MachineConfig) error {
+	p, err := m.Plan(ctx, c)
+	if err != nil {
+		return fmt.Errorf("plan disks: %w", err)
+	}
+	if p.Err() != nil {
+		return &PlanError{Plan: p}
+	}
+	return nil
+}
+
+func (m *Manager) directoryPlan(c *config.MachineConfig) plan.Plan {
+	p := plan.Plan{ClusterID: c.Cluster.ID}
+	vols := []plan.Volume{plan.State, plan.Ephemeral}
+	if c.Machine.Type == config.TypeControlPlane {
+		vols = append(vols, plan.Etcd)
+	}
+	for _, v := range vols {
+		p.Steps = append(p.Steps, plan.Step{Volume: v, Field: v.Field(), Action: Directory, Target: v.DefaultTarget(),
+			Reason: "sandbox mode: a directory under " + m.Paths.Join() + " (start machined with --host-disks to use block devices)"})
+	}
+	return p
+}
+
+// Hook returns the storage tasks of a sequence (node.Hooks.Storage). state is set to the directory STATE
+// lives in once it is mounted.
+func (m *Manager) Hook(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
+	if !m.Devices {
+		return nil
+	}
+	switch seq {
+	case fsm.SeqBoot:
+		return []sequence.Task{{Name: "find-state", Run: func(ctx context.Context) error { return m.findState(ctx, state) }}}
+	case fsm.SeqInit, fsm.SeqJoin, fsm.SeqStart:
+		var p plan.Plan
+		tasks := []sequence.Task{{Name: "plan-disks", Run: func(ctx context.Context) error {
+			var err error
+			if p, err = m.Plan(ctx, c); err != nil {
+				return err
+			}
+			m.Log.Info("disk plan\n" + p.String())
+			if err := p.Err(); err != nil {
+				return &PlanError{Plan: p}
+			}
+			if seq == fsm.SeqStart {
+				return onlyKeep(p)
+			}
+			return nil
+		}}}
+		for _, v := range []plan.Volume{plan.State, plan.Ephemeral, plan.Etcd} {
+			if v == plan.Etcd && c.Machine.Type != config.TypeControlPlane {
+				continue
+			}
+			tasks = append(tasks, sequence.Task{Name: "mount-" + strings.ToLower(string(v)), Timeout: volumeTimeout,
+				Run: func(ctx context.Context) error { return m.apply(ctx, p, v, state) }})
+		}
+		return tasks
+	}
+	return nil
+}
+
+// onlyKeep makes sure a configured node's boot never formats: every volume must be there already.
+func onlyKeep(p plan.Plan) error {
+	for _, s := range p.Steps {
+		if s.Action != plan.Keep && s.Action != plan.Tmpfs {
+			return fmt.Errorf("%s: the node is configured, so its volumes must already carry its labels, but the plan says %s: %s",
+				s.Field, s.Action, s.Reason)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, state *string) error {
+	for _, s := range p.Steps {
+		if s.Volume != v {
+			continue
+		}
+		r, err := m.applier().Apply(ctx, s)
+		if err != nil {
+			return err
+		}
+		if len(r.Did) > 0 {
+			m.Log.Info("volume", "volume", v, "device", r.Device, "did", strings.Join(r.Did, "; "))
+		}
+		if v == plan.State {
+			*state = m.Paths.State()
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: no step in the plan", v.Field())
+}
+
+func (m *Manager) applier() *apply.Applier {
+	root := m.Paths.Root
+	return &apply.Applier{Disks: m.Scanner, Runner: m.Runner, Mounter: m.Mounter, Root: root, MountInfo: m.MountInfo,
+		Log: func(format string, args ...any) { m.Log.Info(fmt.Sprintf(format, args...)) }}
+}
+
+// findState mounts a STATE partition carrying a Cairn label at boot, so the node lock is read from it. No
+// such disk: STATE starts in RAM, under /run.
+func (m *Manager) findState(ctx context.Context, state *string) error {
+	disks, err := m.Scanner.Scan(ctx)
+	if err != nil {
+		return err
+	}
+	var found []plan.Step
+	for _, d := range disks {
+		if d.NotCandidate != "" || len(d.Partitions) != 1 {
+			continue
+		}
+		l, ok := plan.ParseLabel(d.Partitions[0])
+		if !ok || l.Volume != plan.State || l.Problem != "" {
+			continue
+		}
+		d := d
+		found = append(found, plan.Step{Volume: plan.State, Field: plan.State.Field(), Action: plan.Keep,
+			Target: plan.State.DefaultTarget(), ClusterID: l.Cluster, Disk: &d})
+	}
+	switch len(found) {
+	case 0:
+		*state = m.Paths.RunState()
+		m.Log.Info("no STATE disk yet: STATE is in RAM until Init or Join mounts one", "dir", *state)
+		return os.MkdirAll(*state, 0o700)
+	case 1:
+		s := found[0]
+		if _, fstype, ok := plan.OwnPartition(*s.Disk, plan.State, s.ClusterID); !ok || fstype == "" {
+			// An interrupted format: nothing on it yet. Init or Join will finish it.
+			*state = m.Paths.RunState()
+			return os.MkdirAll(*state, 0o700)
+		}
+		if _, err := m.applier().Apply(ctx, s); err != nil {
+			return fmt.Errorf("mount STATE from %s: %w", s.Disk.Path, err)
+		}
+		*state = m.Paths.State()
+		m.Log.Info("STATE found", "device", s.Disk.Path, "cluster", s.ClusterID)
+		return nil
+	}
+	var names []string
+	for _, s := range found {
+		names = append(names, fmt.Sprintf("%s (cluster %s)", s.Disk.Path, s.ClusterID))
+	}
+	return fmt.Errorf("%d disks carry a Cairn STATE label: %s; detach all but one", len(found), strings.Join(names, ", "))
+}
+
+// StopTasks unmount the volumes, deepest first, before a reboot or shutdown.
+func (m *Manager) StopTasks() []sequence.Task {
+	if !m.Devices {
+		return nil
+	}
+	return []sequence.Task{{Name: "unmount-volumes", Run: func(context.Context) error {
+		var errs []error
+		for _, v := range []plan.Volume{plan.Etcd, plan.Ephemeral, plan.State} {
+			target := filepath.Join(m.Paths.Join(), v.DefaultTarget())
+			if err := m.Mounter.Unmount(target, false); err != nil {
+				m.Log.Warn("unmount failed; detaching", "target", target, "error", err)
+				errs = append(errs, m.Mounter.Unmount(target, true))
+			}
+		}
+		return errors.Join(errs...)
+	}}}
+}
+
+// volumeTimeout bounds one volume: mkfs of a large disk under emulation can take minutes.
+const volumeTimeout = 10 * time.Minute
