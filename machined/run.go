@@ -127,9 +127,9 @@ func serve(ctx context.Context, o options, p cmdline.Params, sandbox bool, log *
 	if err != nil {
 		return err
 	}
-	registry := supervisor.NewRegistry()
+	services := supervisor.New(bus, log)
 	started := time.Now()
-	registry.Register("machined", func() supervisor.Info {
+	services.Register("machined", func() supervisor.Info {
 		return supervisor.Info{Name: "machined", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started, PID: os.Getpid()}
 	})
 	layout := paths.Paths{Root: o.root}
@@ -141,7 +141,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, sandbox bool, log *
 		Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
 		Hooks:   node.Hooks{Preflight: vols.Preflight, Storage: vols.Hook, Stop: func(fsm.Sequence) []sequence.Task { return vols.StopTasks() }},
 	})
-	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: registry, Storage: vols, Usage: statfs,
+	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Usage: statfs,
 		Build: server.Build{Version: version, Commit: commit}},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
@@ -150,7 +150,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, sandbox bool, log *
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	registry.Register("apid", func() supervisor.Info {
+	services.Register("apid", func() supervisor.Info {
 		return supervisor.Info{Name: "apid", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started}
 	})
 

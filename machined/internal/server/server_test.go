@@ -48,7 +48,7 @@ func serve(t *testing.T) *testServer {
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g := New(&Server{Node: n, Bus: bus, Supervise: supervisor.NewRegistry()}, &Auth{Creds: creds, Token: token, Bus: bus})
+	g := New(&Server{Node: n, Bus: bus, Supervise: supervisor.New(bus, nil)}, &Auth{Creds: creds, Token: token, Bus: bus})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
