@@ -1,0 +1,134 @@
+package images
+
+import (
+	"fmt"
+	"io/fs"
+
+	"github.com/cairn-os/cairn/image/bundle/internal/versions"
+)
+
+// Binaries are the programs the images carry, by name (kube, etcd, pause,
+// cairn-echo, cairn-mount).
+type Binaries map[string][]byte
+
+// KubeComponents are the names the multi-call kube binary answers to; each
+// gets a symlink in the shared layer.
+var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+
+const binDir = "usr/local/bin"
+
+var defaultEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+// baseFiles are the few files a static binary may look for: user names for
+// logs and `id`, and nsswitch.conf so Go's resolver reads /etc/hosts first
+// (machined keeps the API endpoint and etcd names there).
+func baseFiles() []File {
+	return []File{
+		{Path: "etc/passwd", Mode: 0o644, Data: []byte(
+			"root:x:0:0:root:/root:/sbin/nologin\n" +
+				"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n" +
+				"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")},
+		{Path: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\nnobody:x:65534:\n")},
+		{Path: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
+		{Path: "tmp", Mode: Dir | fs.ModeSticky | 0o777},
+		{Path: "root", Mode: Dir | 0o700},
+		{Path: "home/nonroot", Mode: Dir | 0o755},
+	}
+}
+
+// Bundle returns every image of the bundle, named exactly as Kubernetes and
+// containerd ask for them so no configuration needs an override. The four
+// Kubernetes images and the kubelet image share the base layer and the
+// layer holding the multi-call binary, so containerd stores it once.
+func Bundle(v versions.Versions, bins Binaries) ([]Named, error) {
+	for _, name := range []string{"kube", "etcd", "pause", "cairn-echo", "cairn-mount"} {
+		if len(bins[name]) == 0 {
+			return nil, fmt.Errorf("binary %s missing or empty", name)
+		}
+	}
+	base, err := Layer(baseFiles())
+	if err != nil {
+		return nil, fmt.Errorf("base layer: %w", err)
+	}
+	kubeFiles := []File{{Path: binDir + "/kube", Mode: 0o755, Data: bins["kube"]}}
+	for _, c := range KubeComponents {
+		kubeFiles = append(kubeFiles, File{Path: binDir + "/" + c, Mode: fs.ModeSymlink, Linkname: "kube"})
+	}
+	kube, err := Layer(kubeFiles)
+	if err != nil {
+		return nil, fmt.Errorf("kube layer: %w", err)
+	}
+	// kubelet runs `mount` and `umount` for tmpfs and bind volumes.
+	mountTools, err := Layer([]File{
+		{Path: binDir + "/cairn-mount", Mode: 0o755, Data: bins["cairn-mount"]},
+		{Path: "usr/bin/mount", Mode: fs.ModeSymlink, Linkname: "/" + binDir + "/cairn-mount"},
+		{Path: "usr/bin/umount", Mode: fs.ModeSymlink, Linkname: "/" + binDir + "/cairn-mount"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mount tools layer: %w", err)
+	}
+	etcd, err := Layer([]File{{Path: binDir + "/etcd", Mode: 0o755, Data: bins["etcd"]}})
+	if err != nil {
+		return nil, fmt.Errorf("etcd layer: %w", err)
+	}
+	// Like upstream's pause image: the binary alone, at /pause.
+	pause, err := Layer([]File{{Path: "pause", Mode: 0o755, Data: bins["pause"]}})
+	if err != nil {
+		return nil, fmt.Errorf("pause layer: %w", err)
+	}
+	echo, err := Layer([]File{{Path: binDir + "/cairn-echo", Mode: 0o755, Data: bins["cairn-echo"]}})
+	if err != nil {
+		return nil, fmt.Errorf("echo layer: %w", err)
+	}
+
+	baseL := LayerSpec{base, "base files"}
+	kubeL := LayerSpec{kube, "kube multi-call binary " + v.Kubernetes}
+	component := func(name string) Spec {
+		return Spec{
+			Name:       "registry.k8s.io/" + name + ":" + v.Kubernetes,
+			Layers:     []LayerSpec{baseL, kubeL},
+			Entrypoint: []string{"/" + binDir + "/" + name},
+			Env:        defaultEnv,
+		}
+	}
+	specs := []Spec{
+		component("kube-apiserver"),
+		component("kube-controller-manager"),
+		component("kube-scheduler"),
+		{
+			Name:       "cairn.local/kubelet:" + v.Kubernetes,
+			Layers:     []LayerSpec{baseL, kubeL, {mountTools, "mount and umount for kubelet"}},
+			Entrypoint: []string{"/" + binDir + "/kubelet"},
+			Env:        defaultEnv,
+		},
+		{
+			Name:       "registry.k8s.io/etcd:" + v.EtcdImageTag(),
+			Layers:     []LayerSpec{baseL, {etcd, "etcd " + v.Etcd}},
+			Entrypoint: []string{"/" + binDir + "/etcd"},
+			Env:        defaultEnv,
+		},
+		{
+			Name:       "registry.k8s.io/pause:" + v.PauseTag,
+			Layers:     []LayerSpec{{pause, "pause"}},
+			Entrypoint: []string{"/pause"},
+			User:       "65535:65535",
+		},
+		{
+			Name:         "cairn.local/echo:" + v.EchoTag,
+			Layers:       []LayerSpec{baseL, {echo, "cairn-echo"}},
+			Entrypoint:   []string{"/" + binDir + "/cairn-echo"},
+			Env:          defaultEnv,
+			User:         "65532:65532",
+			ExposedPorts: []string{"8080/tcp"},
+		},
+	}
+	out := make([]Named, 0, len(specs))
+	for _, s := range specs {
+		n, err := Build(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,283 @@
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+
+	"github.com/cairn-os/cairn/image/bundle/internal/versions"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var v = versions.Versions{
+	Kubernetes: "v1.37.2", Etcd: "v3.6.16", Containerd: "v2.4.2", Runc: "v1.3.6",
+	CNIPlugins: "v1.9.1", PauseTag: "3.10.2", EchoTag: "v1",
+}
+
+func fakeBinaries() Binaries {
+	b := Binaries{}
+	for _, n := range []string{"kube", "etcd", "pause", "cairn-echo", "cairn-mount"} {
+		b[n] = []byte("#!fake " + n + "\n")
+	}
+	return b
+}
+
+func TestLayerTar(t *testing.T) {
+	raw, err := LayerTar([]File{
+		{Path: "/usr/local/bin/kube", Mode: 0o755, Data: []byte("bin")},
+		{Path: "usr/local/bin/kubelet", Mode: fs.ModeSymlink, Linkname: "kube"},
+		{Path: "tmp", Mode: Dir | fs.ModeSticky | 0o777},
+	})
+	if err != nil {
+		t.Fatalf("LayerTar() error = %v", err)
+	}
+	var got []string
+	tr := tar.NewReader(bytes.NewReader(raw))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uid != 0 || h.Gid != 0 || !h.ModTime.Equal(Epoch) || h.Uname != "" {
+			t.Errorf("entry %s: uid %d gid %d uname %q mtime %v, want root-owned at Epoch", h.Name, h.Uid, h.Gid, h.Uname, h.ModTime)
+		}
+		got = append(got, fmt.Sprintf("%c %s %o %s", h.Typeflag, h.Name, h.Mode, h.Linkname))
+	}
+	want := []string{
+		"5 tmp/ 1777 ",
+		"5 usr/ 755 ",
+		"5 usr/local/ 755 ",
+		"5 usr/local/bin/ 755 ",
+		"0 usr/local/bin/kube 755 ",
+		"2 usr/local/bin/kubelet 777 kube",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LayerTar() entries mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLayerTarRejects(t *testing.T) {
+	for _, files := range [][]File{
+		{{Path: "../etc/passwd", Mode: 0o644}},
+		{{Path: "/", Mode: Dir | 0o755}},
+		{{Path: "a", Mode: 0o644}, {Path: "/a", Mode: 0o644}},
+	} {
+		if _, err := LayerTar(files); err == nil {
+			t.Errorf("LayerTar(%v) error = nil, want an error", files)
+		}
+	}
+}
+
+func buildArchive(t *testing.T) ([]byte, []Written, []Named) {
+	t.Helper()
+	imgs, err := Bundle(v, fakeBinaries())
+	if err != nil {
+		t.Fatalf("Bundle() error = %v", err)
+	}
+	var buf bytes.Buffer
+	written, err := WriteArchive(&buf, imgs)
+	if err != nil {
+		t.Fatalf("WriteArchive() error = %v", err)
+	}
+	return buf.Bytes(), written, imgs
+}
+
+// The names are the contract with kubelet, containerd and machined's
+// manifests; the digests are pinned so a change in how images are built
+// (and so in reproducibility) shows up in review.
+func TestArchiveGolden(t *testing.T) {
+	archive, written, _ := buildArchive(t)
+	var b strings.Builder
+	for _, w := range written {
+		fmt.Fprintf(&b, "%s %s\n", w.Name, w.Digest)
+	}
+	sum := sha256.Sum256(archive)
+	fmt.Fprintf(&b, "archive sha256:%s\n", hex.EncodeToString(sum[:]))
+	got := b.String()
+	const path = "testdata/archive.golden"
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden (run with -update): %v", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("archive mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestArchiveIsReproducible(t *testing.T) {
+	a, _, _ := buildArchive(t)
+	b, _, _ := buildArchive(t)
+	if !bytes.Equal(a, b) {
+		t.Errorf("two builds of the same bundle differ (%d vs %d bytes)", len(a), len(b))
+	}
+}
+
+func TestKubeImagesShareTheBinaryLayer(t *testing.T) {
+	_, _, imgs := buildArchive(t)
+	kubeLayer := map[string]v1.Hash{}
+	for _, n := range imgs {
+		layers, err := n.Image.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(n.Name, "/kube-") || strings.Contains(n.Name, "/kubelet:") {
+			d, err := layers[1].Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			kubeLayer[n.Name] = d
+		}
+	}
+	if len(kubeLayer) != 4 {
+		t.Fatalf("found %d Kubernetes images, want 4: %v", len(kubeLayer), kubeLayer)
+	}
+	first := kubeLayer["registry.k8s.io/kube-apiserver:v1.37.2"]
+	for name, d := range kubeLayer {
+		if d != first {
+			t.Errorf("%s kube layer = %s, want %s (shared with kube-apiserver)", name, d, first)
+		}
+	}
+}
+
+func TestImageConfigs(t *testing.T) {
+	_, _, imgs := buildArchive(t)
+	type summary struct {
+		Entrypoint []string
+		User       string
+		Layers     int
+	}
+	got := map[string]summary{}
+	for _, n := range imgs {
+		cfg, err := n.Image.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.OS != "linux" || cfg.Architecture != "amd64" || !cfg.Created.Time.Equal(Epoch) {
+			t.Errorf("%s: os/arch/created = %s/%s/%v, want linux/amd64/Epoch", n.Name, cfg.OS, cfg.Architecture, cfg.Created)
+		}
+		got[n.Name] = summary{cfg.Config.Entrypoint, cfg.Config.User, len(cfg.RootFS.DiffIDs)}
+	}
+	want := map[string]summary{
+		"registry.k8s.io/kube-apiserver:v1.37.2":          {[]string{"/usr/local/bin/kube-apiserver"}, "", 2},
+		"registry.k8s.io/kube-controller-manager:v1.37.2": {[]string{"/usr/local/bin/kube-controller-manager"}, "", 2},
+		"registry.k8s.io/kube-scheduler:v1.37.2":          {[]string{"/usr/local/bin/kube-scheduler"}, "", 2},
+		"cairn.local/kubelet:v1.37.2":                     {[]string{"/usr/local/bin/kubelet"}, "", 3},
+		"registry.k8s.io/etcd:3.6.16-0":                   {[]string{"/usr/local/bin/etcd"}, "", 2},
+		"registry.k8s.io/pause:3.10.2":                    {[]string{"/pause"}, "65535:65535", 1},
+		"cairn.local/echo:v1":                             {[]string{"/usr/local/bin/cairn-echo"}, "65532:65532", 2},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("image configs mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// Unpack the archive as an OCI layout and let go-containerregistry validate
+// every image (digests, sizes, diff IDs), and check the layout holds each
+// shared blob once with the name annotations containerd reads.
+func TestArchiveIsValidLayout(t *testing.T) {
+	archive, written, _ := buildArchive(t)
+	dir := t.TempDir()
+	files := untar(t, archive, dir)
+	if files["oci-layout"] != 1 || files["index.json"] != 1 {
+		t.Fatalf("archive lacks oci-layout or index.json: %v", files)
+	}
+	for name, n := range files {
+		if n != 1 {
+			t.Errorf("%s stored %d times, want once", name, n)
+		}
+		if strings.HasPrefix(name, "blobs/sha256/") {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(b)
+			if hex.EncodeToString(sum[:]) != strings.TrimPrefix(name, "blobs/sha256/") {
+				t.Errorf("blob %s content does not match its name", name)
+			}
+		}
+	}
+
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatalf("read layout: %v", err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != len(written) {
+		t.Fatalf("index.json has %d manifests, want %d", len(m.Manifests), len(written))
+	}
+	for i, d := range m.Manifests {
+		w := written[i]
+		if d.Annotations[AnnotationContainerdName] != w.Name || d.Annotations[AnnotationRefName] != w.Name || d.Digest != w.Digest {
+			t.Errorf("index entry %d = %s %v, want %s %s", i, d.Digest, d.Annotations, w.Digest, w.Name)
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatalf("image %s: %v", w.Name, err)
+		}
+		if err := validate.Image(img); err != nil {
+			t.Errorf("validate %s: %v", w.Name, err)
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+	var probe map[string]any
+	if err := json.Unmarshal(raw, &probe); err != nil || probe["mediaType"] != "application/vnd.oci.image.index.v1+json" {
+		t.Errorf("index.json = %s, want an OCI image index", raw)
+	}
+}
+
+func untar(t *testing.T, archive []byte, dir string) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return seen
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, h.Name)
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		seen[h.Name]++
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

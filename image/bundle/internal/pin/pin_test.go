@@ -1,0 +1,121 @@
+package pin
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/image/bundle/internal/versions"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var v = versions.Versions{Kubernetes: "v1.37.2", Etcd: "v3.6.16"}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden (run with -update): %v", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
+	}
+}
+
+func TestRenderKube(t *testing.T) {
+	src, err := os.ReadFile("testdata/kubernetes.go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RenderKube(src, v)
+	if err != nil {
+		t.Fatalf("RenderKube() error = %v", err)
+	}
+	golden(t, "kube.go.mod.golden", got)
+	// What we render must itself pass the check the build runs.
+	if err := CheckKube(got, v); err != nil {
+		t.Errorf("CheckKube(RenderKube()) = %v, want nil", err)
+	}
+}
+
+func TestRenderEtcd(t *testing.T) {
+	golden(t, "etcd.go.mod.golden", RenderEtcd(v))
+}
+
+func TestStagingModulesNone(t *testing.T) {
+	_, err := StagingModules([]byte("module k8s.io/kubernetes\n"))
+	if err == nil || !strings.Contains(err.Error(), "no replace") {
+		t.Errorf("StagingModules(no replaces) error = %v, want 'no replace'", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	src, _ := os.ReadFile("testdata/kubernetes.go.mod")
+	kube, err := RenderKube(src, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := v
+	newer.Kubernetes, newer.Etcd = "v1.37.3", "v3.6.17"
+	tests := []struct {
+		name    string
+		err     error
+		wantErr string
+	}{
+		{"kube matches", CheckKube(kube, v), ""},
+		{"kube behind versions.env", CheckKube(kube, newer), "requires k8s.io/kubernetes v1.37.2 but versions.env says v1.37.3"},
+		{"kube staging mismatch", CheckKube([]byte(strings.Replace(string(kube), "k8s.io/api v0.37.2", "k8s.io/api v0.37.1", 1)), v),
+			"replaces k8s.io/api with v0.37.1, want v0.37.2"},
+		{"etcd matches", CheckEtcd(RenderEtcd(v), v), ""},
+		{"etcd behind versions.env", CheckEtcd(RenderEtcd(v), newer), "requires go.etcd.io/etcd/server/v3 v3.6.16 but versions.env says v3.6.17"},
+		{"etcd require missing", CheckEtcd([]byte("module x\n"), v), "does not require go.etcd.io/etcd/server/v3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.wantErr == "" {
+				if tt.err != nil {
+					t.Errorf("check = %v, want nil", tt.err)
+				}
+				return
+			}
+			if tt.err == nil || !strings.Contains(tt.err.Error(), tt.wantErr) {
+				t.Errorf("check = %v, want it to contain %q", tt.err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The committed wrapper modules must pin what versions.env says; otherwise
+// `make bundle` would refuse to build. Run `go run ./cmd/bundle pin` to fix.
+func TestCommittedModulesMatchVersions(t *testing.T) {
+	root := filepath.Join("..", "..")
+	v, err := versions.Load(filepath.Join(root, "versions.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := os.ReadFile(filepath.Join(root, "kube", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckKube(kube, v); err != nil {
+		t.Error(err)
+	}
+	etcd, err := os.ReadFile(filepath.Join(root, "etcd", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckEtcd(etcd, v); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,89 @@
+package steps
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/image/bundle/internal/versions"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var v = versions.Versions{
+	Kubernetes: "v1.37.2", Etcd: "v3.6.16", Containerd: "v2.4.2", Runc: "v1.3.6",
+	CNIPlugins: "v1.9.1", PauseTag: "3.10.2", EchoTag: "v1",
+}
+
+// The golden file is the reviewable record of every flag each binary is
+// built with (static, stripped, version stamps).
+func TestPlanGolden(t *testing.T) {
+	plan := Plan(v, Paths{Src: "/src", Out: "/out", Neutral: "/tmp/n"}, Inputs{KubeBuildDate: "2026-10-27T12:01:04Z"})
+	var b strings.Builder
+	for _, s := range plan {
+		fmt.Fprintf(&b, "## %s\ndir: %s\nenv: %s\n", s.Name, s.Dir, strings.Join(s.Env, " "))
+		for _, a := range s.Args {
+			fmt.Fprintf(&b, "  %s\n", a)
+		}
+		fmt.Fprintf(&b, "outputs: %s\n\n", strings.Join(s.Outputs, " "))
+	}
+	got := b.String()
+	const path = "testdata/plan.golden"
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden (run with -update): %v", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("Plan() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanInvariants(t *testing.T) {
+	plan := Plan(v, Paths{Src: "/src", Out: "/out", Neutral: "/tmp/n"}, Inputs{KubeBuildDate: "2026-10-27T12:01:04Z"})
+	seen := map[string]bool{}
+	for _, s := range plan {
+		args := strings.Join(s.Args, " ")
+		if !strings.Contains(args, "-trimpath") || !strings.Contains(args, "-s -w") {
+			t.Errorf("step %s = %q, want -trimpath and -s -w (reproducible, stripped)", s.Name, args)
+		}
+		cgo := ""
+		for _, e := range s.Env {
+			if strings.HasPrefix(e, "CGO_ENABLED=") {
+				cgo = e
+			}
+		}
+		if s.Name == "runc" {
+			if cgo != "CGO_ENABLED=1" || !strings.Contains(args, "-static-pie") {
+				t.Errorf("runc step = %q env %v, want cgo with -static-pie", args, s.Env)
+			}
+		} else if cgo != "CGO_ENABLED=0" {
+			t.Errorf("step %s env = %v, want CGO_ENABLED=0 (static)", s.Name, s.Env)
+		}
+		for _, o := range s.Outputs {
+			if seen[o] {
+				t.Errorf("output %s built twice", o)
+			}
+			seen[o] = true
+		}
+	}
+	kube := strings.Join(plan[0].Args, " ")
+	for _, want := range []string{
+		"k8s.io/component-base/version.gitVersion=v1.37.2",
+		"k8s.io/client-go/pkg/version.gitVersion=v1.37.2",
+		"k8s.io/component-base/version.gitMinor=37",
+		"k8s.io/client-go/pkg/version.buildDate=2026-10-27T12:01:04Z",
+	} {
+		if !strings.Contains(kube, want) {
+			t.Errorf("kube step = %q, want it to set %s", kube, want)
+		}
+	}
+}
