@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e test run deps clean
+.PHONY: help build api lint unit integration e2e test run deps clean bundle image kernel-check repro-check
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -17,6 +17,21 @@ build: ## build _out/machined and _out/cairnctl (static)
 	@mkdir -p $(OUT)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/machined ./machined
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/cairnctl ./cairnctl
+
+bundle: ## build the Kubernetes bundle into _out/bundle (cached: an unchanged bundle is not rebuilt)
+	./hack/bundle/build.sh
+
+image: build bundle ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw
+	./hack/deps.sh image
+	$(GO) run ./image/cmd/mkimage -out $(OUT) -machined $(OUT)/machined -bundle $(OUT)/bundle -version $(VERSION)
+
+kernel-check: ## list the kernel options Cairn needs that the shipped kernel lacks
+	./hack/deps.sh image
+	$(GO) run ./kernel-config/cmd/kernel-check $(KERNEL_CONFIG)
+
+repro-check: build bundle ## build the image twice and compare every artifact
+	./hack/deps.sh image
+	$(GO) run ./image/cmd/mkimage -out $(OUT) -machined $(OUT)/machined -bundle $(OUT)/bundle -version $(VERSION) -repro-check
 
 api: ## regenerate the protobuf Go code under api/machine
 	./hack/deps.sh build
@@ -31,6 +46,8 @@ lint: ## gofmt, go vet and staticcheck
 
 unit: ## unit tests: no root, under a minute
 	$(GO) test -race -timeout 5m ./...
+	cd image/bundle && $(GO) test ./...
+	cd image/bundle/kube && $(GO) test ./dispatch/
 
 integration: ## root integration tests: loop devices, mounts, namespaces, sandbox machined
 	./hack/deps.sh test

@@ -1,0 +1,136 @@
+package qemu
+
+import (
+	"bufio"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// testPorts stands in for the free ports New would pick.
+var testPorts = map[int]int{APIPort: 40000, ProbePort: 40001, 6443: 40002}
+
+func TestArgsGolden(t *testing.T) {
+	base := Config{
+		Name: "cp1", Dir: "/work/vm/cp1",
+		Kernel: "/out/vmlinux", Initramfs: "/out/initramfs.cpio.zst", ISO: "/out/cairn.iso", Raw: "/out/cairn.raw",
+		Cmdline: []string{"cairn.token=abc"},
+		Disks:   []Disk{{Serial: "state", Size: 1 << 30}, {Serial: "ephemeral", Size: 8 << 30}},
+	}
+	l2 := &L2{Group: "230.0.0.1:5610", MAC: "52:54:00:12:34:56", Address: "10.5.0.11/24", Gateway: "10.5.0.1"}
+	tests := []struct {
+		golden string
+		edit   func(*Config)
+	}{
+		{"vmlinux-microvm-default", func(c *Config) {}},
+		{"vmlinux-q35-l2", func(c *Config) { c.Machine = MachineQ35; c.L2 = l2; c.Memory = 4096; c.CPUs = 4 }},
+		{"vmlinux-q35-kernellog", func(c *Config) { c.Machine = MachineQ35; c.KernelLog = true; c.Cmdline = nil; c.Disks = nil }},
+		{"iso-bios", func(c *Config) { c.Mode = ModeISO }},
+		{"iso-uefi", func(c *Config) { c.Mode = ModeISO; c.UEFI = true; c.Cmdline = nil }},
+		{"raw", func(c *Config) { c.Mode = ModeRaw; c.L2 = l2 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			c := base
+			tt.edit(&c)
+			c, err := c.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(args(c, testPorts, 2596124), "\n") + "\n"
+			p := filepath.Join("testdata", tt.golden+".args")
+			if *update {
+				if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatalf("%v (go test -update creates it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("args() (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(got, "-accel\ntcg\n") {
+				t.Errorf("args() lacks -accel tcg")
+			}
+		})
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	ok := Config{Name: "n", Dir: "/d", Kernel: "k", Initramfs: "i"}
+	got, err := ok.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Memory != 2048 || got.CPUs != 2 || got.Mode != ModeVmlinux || got.Machine != MachineMicrovm {
+		t.Errorf("withDefaults() = %d MiB, %d CPUs, %s/%s; want 2048 MiB, 2 CPUs, vmlinux/microvm", got.Memory, got.CPUs, got.Mode, got.Machine)
+	}
+	bad := []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"no name", func(c *Config) { c.Name = "" }},
+		{"unknown mode", func(c *Config) { c.Mode = "pxe" }},
+		{"unknown machine", func(c *Config) { c.Machine = "pc" }},
+		{"iso without ISO", func(c *Config) { c.Mode = ModeISO }},
+		{"raw without Raw", func(c *Config) { c.Mode = ModeRaw }},
+		{"UEFI with vmlinux", func(c *Config) { c.UEFI = true }},
+		{"duplicate serial", func(c *Config) { c.Disks = []Disk{{"a", 1}, {"a", 1}} }},
+		{"serial boot is taken", func(c *Config) { c.Disks = []Disk{{"boot", 1}} }},
+		{"serial with a comma", func(c *Config) { c.Disks = []Disk{{"a,b", 1}} }},
+		{"zero-size disk", func(c *Config) { c.Disks = []Disk{{"a", 0}} }},
+		{"L2 bad address", func(c *Config) { c.L2 = &L2{Group: "230.0.0.1:1", MAC: "52:54:00:00:00:01", Address: "10.5.0.1"} }},
+		{"L2 bad MAC", func(c *Config) { c.L2 = &L2{Group: "230.0.0.1:1", MAC: "nope", Address: "10.5.0.1/24"} }},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.edit(&c)
+			if _, err := c.withDefaults(); err == nil {
+				t.Errorf("withDefaults() = nil error, want an error")
+			}
+		})
+	}
+}
+
+func TestParseCPUMHz(t *testing.T) {
+	in := "processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2596.124\ncache size\t: 512 KB\n"
+	if got := parseCPUMHz(bufio.NewScanner(strings.NewReader(in))); got != 2596124 {
+		t.Errorf("parseCPUMHz() = %d, want 2596124", got)
+	}
+	if got := parseCPUMHz(bufio.NewScanner(strings.NewReader("processor: 0\n"))); got != 0 {
+		t.Errorf("parseCPUMHz(no MHz line) = %d, want 0", got)
+	}
+}
+
+func TestNewPicksDistinctPorts(t *testing.T) {
+	v, err := New(Config{Name: "n", Dir: t.TempDir(), Kernel: "k", Initramfs: "i", Ports: []int{6443, 50001, 6443}, TSCKHz: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, g := range []int{APIPort, ProbePort, 6443, 50001} {
+		p := v.HostPort(g)
+		if p == 0 || seen[p] {
+			t.Errorf("HostPort(%d) = %d, want a distinct free port", g, p)
+		}
+		seen[p] = true
+	}
+	if v.APIHostPort() != v.HostPort(APIPort) {
+		t.Errorf("APIHostPort() = %d, want HostPort(50000) = %d", v.APIHostPort(), v.HostPort(APIPort))
+	}
+}
+
+func TestKillWithoutPIDFile(t *testing.T) {
+	if err := Kill(t.TempDir()); err != nil {
+		t.Errorf("Kill(dir without qemu.pid) = %v, want nil", err)
+	}
+}

@@ -1,0 +1,178 @@
+package boot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// RawConfig are the inputs of Raw.
+type RawConfig struct {
+	Kernel, Initramfs, Cmdline, Version string
+	Out, Work                           string
+	Epoch                               int64
+	Size                                int64 // whole disk, bytes
+}
+
+const (
+	mib = 1 << 20
+	// espStart leaves the first MiB for the protective MBR and the GPT, aligned like every partitioning
+	// tool does.
+	espStart = 1 * mib
+)
+
+// BootPartitionName is the GPT name of the ESP; machined recognises the disk it booted from by it and
+// never offers that disk for a volume. The ISO's volume ID, "CAIRN", plays the same part.
+const BootPartitionName = "CAIRN-EFI"
+
+// ESPSize gives the EFI system partition room for two UKIs (the running one and an upgrade), with
+// FAT32's minimum of 64 MiB.
+func ESPSize(uki int64) int64 {
+	s := 2*uki + 32*mib
+	s = (s + 16*mib - 1) / (16 * mib) * (16 * mib)
+	return max(s, 64*mib)
+}
+
+// Raw builds a sparse GPT disk: partition 1 is the ESP holding the UKI as \EFI\BOOT\BOOTX64.EFI (the
+// removable-media path every UEFI firmware boots without NVRAM entries); the rest is left free for
+// machined to create STATE and EPHEMERAL on first boot.
+func Raw(ctx context.Context, c RawConfig) error {
+	if err := os.RemoveAll(c.Work); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.Work, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(c.Work)
+	osrel := filepath.Join(c.Work, "os-release")
+	cmdline := filepath.Join(c.Work, "cmdline")
+	uki := filepath.Join(c.Work, "BOOTX64.EFI")
+	if err := os.WriteFile(osrel, []byte(fmt.Sprintf("NAME=Cairn\nID=cairn\nVERSION=%s\nVERSION_ID=%s\n", c.Version, c.Version)), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cmdline, []byte(c.Cmdline+"\x00"), 0o644); err != nil {
+		return err
+	}
+	err := UKI(ctx, Stub, uki, []ukiSection{
+		{".osrel", osrel}, {".cmdline", cmdline}, {".linux", c.Kernel}, {".initrd", c.Initramfs},
+	}, c.Epoch)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(uki)
+	if err != nil {
+		return err
+	}
+	espSize := ESPSize(fi.Size())
+	if espStart+espSize+mib > c.Size {
+		return fmt.Errorf("disk size %d is too small for a %d-byte ESP", c.Size, espSize)
+	}
+	esp := filepath.Join(c.Work, "esp.img")
+	if err := makeESP(ctx, esp, uki, espSize, c.Epoch); err != nil {
+		return err
+	}
+	if err := os.Remove(c.Out); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := makeSparse(c.Out, c.Size); err != nil {
+		return err
+	}
+	seed := fmt.Sprintf("cairn %s %d", c.Version, c.Epoch)
+	cmd := exec.CommandContext(ctx, "sgdisk", "--clear",
+		"--disk-guid="+guid(seed+" disk"),
+		fmt.Sprintf("--new=1:%d:%d", espStart/512, (espStart+espSize)/512-1),
+		"--typecode=1:ef00", "--change-name=1:"+BootPartitionName,
+		"--partition-guid=1:"+guid(seed+" esp"),
+		c.Out)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("sgdisk %s: %w: %s", c.Out, err, out)
+	}
+	return copySparse(c.Out, esp, espStart)
+}
+
+// makeESP formats a FAT32 image with mtools (no root, no loop device) and copies the UKI in. The
+// volume serial is fixed and mtools stamps directory entries with SOURCE_DATE_EPOCH.
+func makeESP(ctx context.Context, img, uki string, size, epoch int64) error {
+	if err := makeSparse(img, size); err != nil {
+		return err
+	}
+	t := time.Unix(epoch, 0)
+	if err := os.Chtimes(uki, t, t); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(epoch, 10), "MTOOLS_SKIP_CHECK=1")
+	cmds := [][]string{
+		{"mformat", "-i", img, "-F", "-v", "EFI", "-N", fmt.Sprintf("%08x", uint32(epoch)), "-T", strconv.FormatInt(size/512, 10), "-h", "64", "-s", "32", "::"},
+		{"mmd", "-i", img, "::/EFI", "::/EFI/BOOT"},
+		{"mcopy", "-i", img, "-m", uki, "::/EFI/BOOT/BOOTX64.EFI"},
+	}
+	for _, a := range cmds {
+		cmd := exec.CommandContext(ctx, a[0], a[1:]...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %s: %w: %s", a[0], img, err, out)
+		}
+	}
+	return nil
+}
+
+// guid derives a stable RFC 4122 version-4-shaped GUID from seed, so the disk's identifiers change
+// only when its inputs do.
+func guid(seed string) string {
+	h := sha256.Sum256([]byte(seed))
+	h[6] = h[6]&0x0f | 0x40
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func makeSparse(p string, size int64) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// copySparse writes src into dst at off, skipping all-zero blocks so the disk stays sparse.
+func copySparse(dst, src string, off int64) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 64*1024)
+	zero := make([]byte, len(buf))
+	for pos := int64(0); ; {
+		n, err := io.ReadFull(in, buf)
+		if n > 0 && !bytes.Equal(buf[:n], zero[:n]) {
+			if _, werr := out.WriteAt(buf[:n], off+pos); werr != nil {
+				out.Close()
+				return fmt.Errorf("write %s: %w", dst, werr)
+			}
+		}
+		pos += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			out.Close()
+			return fmt.Errorf("read %s: %w", src, err)
+		}
+	}
+	return out.Close()
+}

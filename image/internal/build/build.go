@@ -1,0 +1,295 @@
+// Package build runs the image pipeline behind `make image`: kernel, modules, root image, initramfs,
+// ISO and raw disk, each step printing a progress line, with every output reproducible from its inputs.
+package build
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/cairn-os/cairn/image/internal/boot"
+	"github.com/cairn-os/cairn/image/internal/initramfs"
+	"github.com/cairn-os/cairn/image/internal/kernel"
+	"github.com/cairn-os/cairn/image/internal/kmod"
+	"github.com/cairn-os/cairn/image/internal/rootfs"
+	"github.com/cairn-os/cairn/image/internal/tree"
+)
+
+// Config are the inputs and outputs of one build.
+type Config struct {
+	Out       string // output directory, _out
+	Machined  string // the machined binary, _out/machined
+	Init      string // a prebuilt init binary; empty builds ./init into Out/init
+	BundleDir string // _out/bundle; absent means no Kubernetes
+	Epoch     int64  // SOURCE_DATE_EPOCH: every timestamp in every artifact
+	Version   string // for os-release
+	Cmdline   string // kernel command line baked into the ISO and the raw disk
+	HostRoot  string // "/": where the kernel, modules and tools are taken from
+	ISO, Raw  bool   // build _out/cairn.iso, _out/cairn.raw
+	RawSize   int64  // size of cairn.raw in bytes
+	Log       io.Writer
+}
+
+// Artifact names inside Out.
+const (
+	Vmlinuz   = "vmlinuz"
+	Vmlinux   = "vmlinux"
+	InitBin   = "init"
+	RootImage = "rootfs.squashfs"
+	Initramfs = "initramfs.cpio.zst"
+	ISOName   = "cairn.iso"
+	RawName   = "cairn.raw"
+)
+
+type builder struct {
+	Config
+	k        kernel.Kernel
+	ix       *kmod.Index
+	initMods []string
+	rootMods []string
+}
+
+// Run builds every artifact and prints their sizes.
+func Run(ctx context.Context, c Config) error {
+	b := &builder{Config: c}
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return err
+	}
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+		on   bool
+	}{
+		{"kernel", b.kernel, true},
+		{"init", b.init, true},
+		{"modules", b.modules, true},
+		{"rootfs", b.rootfs, true},
+		{"initramfs", b.initramfs, true},
+		{"iso", b.iso, c.ISO},
+		{"raw", b.raw, c.Raw},
+	}
+	total := time.Now()
+	for _, s := range steps {
+		if !s.on {
+			continue
+		}
+		start := time.Now()
+		b.logf("[%s] ...", s.name)
+		if err := s.run(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
+	}
+	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, Initramfs, ISOName, RawName} {
+		p := filepath.Join(c.Out, name)
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		b.logf("  %-20s %s", name, sizeString(p, fi))
+	}
+	return nil
+}
+
+func (b *builder) logf(format string, a ...any) {
+	if b.Log != nil {
+		fmt.Fprintf(b.Log, "mkimage: "+format+"\n", a...)
+	}
+}
+
+func (b *builder) out(name string) string { return filepath.Join(b.Out, name) }
+
+func (b *builder) kernel(ctx context.Context) error {
+	k, err := kernel.Find(b.HostRoot)
+	if err != nil && b.HostRoot == "/" && os.Geteuid() == 0 {
+		b.logf("[kernel] %v; installing linux-image-amd64", err)
+		for _, a := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "linux-image-amd64"}} {
+			cmd := exec.CommandContext(ctx, "apt-get", a...)
+			cmd.Stdout, cmd.Stderr = b.Log, b.Log
+			if ierr := cmd.Run(); ierr != nil {
+				return fmt.Errorf("apt-get %s: %w", a[0], ierr)
+			}
+		}
+		k, err = kernel.Find(b.HostRoot)
+	}
+	if err != nil {
+		return err
+	}
+	b.k = k
+	bz, err := os.ReadFile(k.Image)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(b.out(Vmlinuz), bz, b.Epoch); err != nil {
+		return err
+	}
+	vmlinux, err := kernel.ExtractVmlinux(bz)
+	if err != nil {
+		return fmt.Errorf("%s: %w", k.Image, err)
+	}
+	b.logf("[kernel] %s: extracted %d-byte PVH vmlinux", k.Version, len(vmlinux))
+	return writeFile(b.out(Vmlinux), vmlinux, b.Epoch)
+}
+
+// init builds the static init binary unless one was given. -trimpath and an empty build ID keep it
+// byte-identical across builds and checkouts.
+func (b *builder) init(ctx context.Context) error {
+	if b.Init != "" {
+		return nil
+	}
+	b.Init = b.out(InitBin)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", b.Init, "./init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./init: %w: %s", err, out)
+	}
+	return os.Chtimes(b.Init, time.Unix(b.Epoch, 0), time.Unix(b.Epoch, 0))
+}
+
+func (b *builder) modules(context.Context) error {
+	ix, err := kmod.Load(b.k.Modules)
+	if err != nil {
+		return err
+	}
+	b.ix = ix
+	if b.initMods, err = ix.Closure(InitModules); err != nil {
+		return fmt.Errorf("initramfs modules: %w", err)
+	}
+	if b.rootMods, err = ix.Closure(RootfsModules); err != nil {
+		return fmt.Errorf("rootfs modules: %w", err)
+	}
+	b.logf("[modules] initramfs: %d modules %v; rootfs: %d modules", len(b.initMods), names(b.initMods), len(b.rootMods))
+	return nil
+}
+
+func names(mods []string) []string {
+	out := make([]string, len(mods))
+	for i, m := range mods {
+		out[i] = kmod.Name(m)
+	}
+	return out
+}
+
+func (b *builder) rootfs(ctx context.Context) error {
+	if _, err := os.Stat(b.Machined); err != nil {
+		return fmt.Errorf("machined binary: %w (build it first: make machined)", err)
+	}
+	aliases, err := b.aliases()
+	if err != nil {
+		return err
+	}
+	t, notes, err := rootfs.Build(rootfs.Config{
+		Version:       b.Version,
+		Machined:      b.Machined,
+		KernelVersion: b.k.Version,
+		ModulesDir:    b.k.Modules,
+		Modules:       b.rootMods,
+		DepFile:       b.ix.DepFile(b.rootMods),
+		AliasFile:     aliases,
+		BundleDir:     b.BundleDir,
+		Tools:         rootfs.DefaultTools,
+		HostRoot:      b.HostRoot,
+		HostFiles:     rootfs.DefaultHostFiles,
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		b.logf("[rootfs] note: %s", n)
+	}
+	return rootfs.Pack(ctx, t, b.out(".rootfs-stage"), b.out(RootImage), b.Epoch)
+}
+
+func (b *builder) aliases() ([]byte, error) {
+	f, err := os.Open(filepath.Join(b.k.Modules, "modules.alias"))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return kmod.FilterAliases(f, b.rootMods)
+}
+
+// InitramfsTree lays out the initramfs: /init, the console node the kernel opens for init's output,
+// init's modules and their load list, and the root image.
+func InitramfsTree(initBin, rootImage, kver, modulesDir string, mods []string) (*tree.Tree, error) {
+	t := tree.New()
+	steps := []error{
+		t.Copy("/init", initBin, 0o755),
+		t.Add(tree.Entry{Path: "/dev/console", Kind: tree.CharDev, Perm: 0o600, Dev: [2]uint32{5, 1}}),
+		t.Copy("/rootfs.squashfs", rootImage, 0o644), // init's rootImage
+		t.Bytes("/lib/modules/"+kver+"/"+rootfs.LoadListName, kmod.LoadList(mods), 0o644),
+	}
+	for _, m := range mods {
+		steps = append(steps, t.Copy("/lib/modules/"+kver+"/"+m, filepath.Join(modulesDir, m), 0o644))
+	}
+	for _, err := range steps {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func (b *builder) initramfs(context.Context) error {
+	t, err := InitramfsTree(b.Init, b.out(RootImage), b.k.Version, b.k.Modules, b.initMods)
+	if err != nil {
+		return err
+	}
+	if err := initramfs.Write(b.out(Initramfs), t, b.Epoch); err != nil {
+		return err
+	}
+	return touch(b.out(Initramfs), b.Epoch)
+}
+
+func (b *builder) iso(ctx context.Context) error {
+	return boot.ISO(ctx, boot.ISOConfig{
+		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Cmdline: b.Cmdline,
+		Out: b.out(ISOName), Work: b.out(".iso-work"), Epoch: b.Epoch,
+	})
+}
+
+func (b *builder) raw(ctx context.Context) error {
+	return boot.Raw(ctx, boot.RawConfig{
+		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Cmdline: b.Cmdline, Version: b.Version,
+		Out: b.out(RawName), Work: b.out(".raw-work"), Epoch: b.Epoch, Size: b.RawSize,
+	})
+}
+
+func writeFile(p string, data []byte, epoch int64) error {
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return err
+	}
+	return touch(p, epoch)
+}
+
+func touch(p string, epoch int64) error {
+	return os.Chtimes(p, time.Unix(epoch, 0), time.Unix(epoch, 0))
+}
+
+// sizeString prints the apparent size and, for sparse files, what they really use on disk.
+func sizeString(p string, fi os.FileInfo) string {
+	s := fmt.Sprintf("%10d bytes (%s)", fi.Size(), human(fi.Size()))
+	if used, ok := diskUsage(p); ok && used < fi.Size()*9/10 {
+		s += fmt.Sprintf(", %s allocated (sparse)", human(used))
+	}
+	return s
+}
+
+func human(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB"}
+	f := float64(n)
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
+}

@@ -1,0 +1,32 @@
+package build
+
+// InitModules are what init needs to mount the root image from the initramfs: a loop device over the
+// image file, and the image's filesystem (zstd decompression is built into Debian's kernel).
+var InitModules = []string{"loop", "squashfs"}
+
+// RootfsModules are shipped in the root image for machined to load with kmodule. Built-in names are
+// skipped at build time, so the list also holds for kernels that build some of them in. The lead
+// refines this list; every entry's dependency closure and softdeps are added automatically.
+var RootfsModules = []string{
+	// NICs and disks: virtio on QEMU (PCI on q35, MMIO on microvm), common real hardware.
+	"virtio_pci", "virtio_mmio", "virtio_net", "virtio_blk", "virtio_scsi", "virtio_rng", "virtio_console",
+	"e1000", "e1000e", "ahci", "nvme", "sd_mod",
+	// Filesystems for STATE, EPHEMERAL, ETCD, the ESP, efivars, container layers, and the root itself.
+	"xfs", "ext4", "vfat", "nls_cp437", "nls_iso8859_1", "efivarfs", "overlay", "squashfs", "loop",
+	// libcrc32c asks the crypto API for crc32c at run time; there is no modprobe to answer, so ship
+	// both implementations (crc32c_intel fails with ENODEV on CPUs without SSE4.2, e.g. TCG's qemu64).
+	"crc32c_generic", "crc32c_intel",
+	// Pod network: the CNI bridge with portmap and masquerade, and what kube-proxy's iptables/nft
+	// modes use.
+	"bridge", "br_netfilter", "veth", "vxlan", "tun",
+	"nf_conntrack", "nf_nat", "ip_tables", "ip6_tables", "iptable_nat", "iptable_filter", "iptable_mangle",
+	"ip6table_nat", "ip6table_filter", "ip6table_mangle", "ipt_REJECT", "ip6t_REJECT",
+	"xt_MASQUERADE", "xt_conntrack", "xt_comment", "xt_mark", "xt_addrtype", "xt_multiport", "xt_nat",
+	"xt_tcpudp", "xt_statistic", "xt_physdev",
+	"nf_tables", "nft_compat", "nft_chain_nat", "nft_ct", "nft_masq", "nft_nat", "nft_reject_inet", "nft_fib_inet",
+	// QEMU's fw_cfg in sysfs: how the iso and raw modes pass per-node kernel arguments (see
+	// cairnctl/internal/qemu.FwCfgCmdline).
+	"qemu_fw_cfg",
+	// TPM (built into Debian's kernel today; listed so a modular kernel still ships them).
+	"tpm_tis", "tpm_crb",
+}

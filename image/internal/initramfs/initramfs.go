@@ -1,0 +1,132 @@
+// Package initramfs writes a tree.Tree as a newc cpio archive, compressed with zstd, which the kernel
+// unpacks into its rootfs before running /init. Entries are sorted, owned by root and stamped with one
+// time, and the zstd encoder runs single-threaded, so equal inputs give equal bytes.
+package initramfs
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/u-root/u-root/pkg/cpio"
+
+	"github.com/cairn-os/cairn/image/internal/tree"
+)
+
+// WriteCPIO writes t to w as newc cpio.
+func WriteCPIO(w io.Writer, t *tree.Tree, mtime int64) error {
+	rw := cpio.Newc.Writer(w)
+	for i, e := range t.Entries() {
+		rec, err := record(e, uint64(i+1), uint64(mtime))
+		if err != nil {
+			return err
+		}
+		if err := rw.WriteRecord(rec); err != nil {
+			return fmt.Errorf("cpio %s: %w", e.Path, err)
+		}
+	}
+	if err := cpio.WriteTrailer(rw); err != nil {
+		return fmt.Errorf("cpio trailer: %w", err)
+	}
+	return nil
+}
+
+func record(e tree.Entry, ino, mtime uint64) (cpio.Record, error) {
+	info := cpio.Info{Ino: ino, NLink: 1, MTime: mtime, Name: tree.Rel(e.Path), Mode: uint64(e.Perm.Perm())}
+	switch e.Kind {
+	case tree.Dir:
+		info.Mode |= cpio.S_IFDIR
+		info.NLink = 2
+		return cpio.Record{Info: info}, nil
+	case tree.Symlink:
+		info.Mode |= cpio.S_IFLNK
+		return cpio.StaticRecord([]byte(e.Link), info), nil
+	case tree.CharDev:
+		info.Mode |= cpio.S_IFCHR
+		info.Rmajor, info.Rminor = uint64(e.Dev[0]), uint64(e.Dev[1])
+		return cpio.Record{Info: info}, nil
+	case tree.File:
+		info.Mode |= cpio.S_IFREG
+		if e.Data != nil {
+			return cpio.StaticRecord(e.Data, info), nil
+		}
+		f, err := os.Open(e.Src)
+		if err != nil {
+			return cpio.Record{}, fmt.Errorf("cpio %s: %w", e.Path, err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return cpio.Record{}, fmt.Errorf("cpio %s: %w", e.Path, err)
+		}
+		if fi.Size() >= 1<<32 {
+			f.Close()
+			return cpio.Record{}, fmt.Errorf("cpio %s: %d bytes is over newc's 4 GiB limit", e.Path, fi.Size())
+		}
+		info.FileSize = uint64(fi.Size())
+		// The cpio writer closes the file after copying it.
+		return cpio.Record{ReaderAt: f, Info: info}, nil
+	}
+	return cpio.Record{}, fmt.Errorf("cpio %s: unknown entry kind %d", e.Path, e.Kind)
+}
+
+// Write writes t to path as a zstd-compressed cpio archive. The level is the encoder's fastest: the
+// bulk of an initramfs is the already-compressed root image, and the kernel decompresses it at every
+// boot, under TCG too.
+func Write(path string, t *tree.Tree, mtime int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	zw, err := zstd.NewWriter(bw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		f.Close()
+		return err
+	}
+	err = WriteCPIO(zw, t, mtime)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// List renders an uncompressed cpio archive as one line per entry: mode, uid/gid, size, mtime, name
+// (and link target), the form the golden tests compare.
+func List(archive []byte) (string, error) {
+	rr := cpio.Newc.Reader(bytes.NewReader(archive))
+	var b bytes.Buffer
+	for {
+		rec, err := rr.ReadRecord()
+		if err == io.EOF { // the newc reader turns the trailer into io.EOF
+			return b.String(), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%07o %d/%d %8d %d %s", rec.Mode, rec.UID, rec.GID, rec.FileSize, rec.MTime, rec.Name)
+		if rec.Mode&cpio.S_IFMT == cpio.S_IFLNK {
+			target := make([]byte, rec.FileSize)
+			if _, err := rec.ReadAt(target, 0); err != nil && err != io.EOF {
+				return "", err
+			}
+			fmt.Fprintf(&b, " -> %s", target)
+		}
+		if rec.Mode&cpio.S_IFMT == cpio.S_IFCHR {
+			fmt.Fprintf(&b, " dev %d,%d", rec.Rmajor, rec.Rminor)
+		}
+		b.WriteString("\n")
+	}
+}

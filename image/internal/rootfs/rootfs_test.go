@@ -1,0 +1,127 @@
+package rootfs
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/image/internal/tree"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+func listing(t *tree.Tree) string {
+	var b strings.Builder
+	for _, e := range t.Entries() {
+		kind := map[tree.Kind]string{tree.Dir: "d", tree.File: "f", tree.Symlink: "l", tree.CharDev: "c"}[e.Kind]
+		fmt.Fprintf(&b, "%s %04o %s", kind, e.Perm, e.Path)
+		if e.Kind == tree.Symlink {
+			b.WriteString(" -> " + e.Link)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func TestBuildLayout(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string) string {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(rel), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("modules/kernel/fs/xfs/xfs.ko")
+	write("modules/modules.builtin")
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "kube", "ctr"} {
+		write("bundle/bin/" + b) // kube and ctr stay out: they run inside images, or only in tests
+	}
+	write("bundle/cni/bridge")
+	write("bundle/images.tar")
+	tr, notes, err := Build(Config{
+		Version:       "v0.1.0",
+		Machined:      write("machined"),
+		KernelVersion: "6.1.0-test",
+		ModulesDir:    filepath.Join(dir, "modules"),
+		Modules:       []string{"kernel/fs/xfs/xfs.ko"},
+		DepFile:       []byte("kernel/fs/xfs/xfs.ko:\n"),
+		BundleDir:     filepath.Join(dir, "bundle"),
+		HostRoot:      "/",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 0 {
+		t.Errorf("Build() notes = %v, want none with a bundle", notes)
+	}
+	got := listing(tr)
+	p := filepath.Join("testdata", "rootfs.golden")
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("Build() layout (-want +got):\n%s", diff)
+	}
+}
+
+func TestBuildWithoutBundleSaysSo(t *testing.T) {
+	m := filepath.Join(t.TempDir(), "machined")
+	if err := os.WriteFile(m, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr, notes, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), BundleDir: "/nonexistent/bundle", HostRoot: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "no Kubernetes bundle") {
+		t.Errorf("Build() notes = %q, want one saying there is no Kubernetes bundle", notes)
+	}
+	if tr.Has("/usr/share/cairn/images.tar") {
+		t.Errorf("Build() without a bundle ships images.tar")
+	}
+}
+
+func TestToolsShipWithTheirLibraries(t *testing.T) {
+	if _, err := os.Stat("/usr/sbin/mkfs.xfs"); err != nil {
+		t.Skip("xfsprogs not installed")
+	}
+	b, err := ResolveELF("/", "/usr/sbin/mkfs.xfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Interp != "/lib64/ld-linux-x86-64.so.2" {
+		t.Errorf("mkfs.xfs interpreter = %q, want /lib64/ld-linux-x86-64.so.2", b.Interp)
+	}
+	if _, ok := b.Libs["libc.so.6"]; !ok {
+		t.Errorf("mkfs.xfs libraries %v lack libc.so.6", b.Sonames())
+	}
+	m := filepath.Join(t.TempDir(), "machined")
+	if err := os.WriteFile(m, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr, _, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/",
+		Tools: []string{"/usr/sbin/mkfs.xfs", "/usr/sbin/mke2fs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/usr/sbin/mkfs.xfs", "/usr/sbin/mkfs.ext4", "/usr/lib64/ld-linux-x86-64.so.2", "/usr/lib/x86_64-linux-gnu/libc.so.6"} {
+		if !tr.Has(p) {
+			t.Errorf("root image lacks %s", p)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"path"
+
+	"golang.org/x/sys/unix"
+)
+
+// system is every effect boot has, so tests can check the order of the switch-root sequence without
+// root. linuxSystem is the real one.
+type system interface {
+	Mkdir(dir string) error
+	Mount(m mount) error
+	KernelRelease() (string, error)
+	ReadFile(name string) ([]byte, error)
+	LoadModule(file, params string) error
+	AttachLoop(file string) (device string, err error)
+	Exists(name string) bool
+	// FreeInitramfs deletes everything on the initramfs except keep, to give its RAM back.
+	FreeInitramfs(keep string) error
+	Chdir(dir string) error
+	Chroot(dir string) error
+	Exec(argv0 string, argv, env []string) error
+	Logf(format string, args ...any)
+}
+
+// boot runs the whole initramfs stage. It returns only on error; each error names the step.
+func boot(s system, args, env []string) error {
+	for _, m := range kernelMounts {
+		if err := s.Mkdir(m.target); err != nil {
+			return fmt.Errorf("create %s: %w", m.target, err)
+		}
+		if err := s.Mount(m); err != nil {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.target, err)
+		}
+	}
+	n, err := loadModules(s)
+	if err != nil {
+		return err
+	}
+	dev, err := s.AttachLoop(rootImage)
+	if err != nil {
+		return fmt.Errorf("mount root image: attach %s to a loop device: %w", rootImage, err)
+	}
+	if err := s.Mkdir(newRoot); err != nil {
+		return fmt.Errorf("mount root image: create %s: %w", newRoot, err)
+	}
+	if err := s.Mount(mount{dev, newRoot, rootFSType, rootMountFl, ""}); err != nil {
+		return fmt.Errorf("mount root image: %s (%s) on %s: %w", dev, rootFSType, newRoot, err)
+	}
+	if !s.Exists(newRoot + machined) {
+		return fmt.Errorf("root image has no %s", machined)
+	}
+	for _, m := range kernelMounts {
+		if err := s.Mount(mount{m.target, newRoot + m.target, "", unix.MS_MOVE, ""}); err != nil {
+			return fmt.Errorf("move %s into the root image: %w", m.target, err)
+		}
+	}
+	if err := s.FreeInitramfs(newRoot); err != nil {
+		return fmt.Errorf("free initramfs: %w", err)
+	}
+	// The classic switch_root: make the new root "/" by moving its mount over it, then chroot into it.
+	if err := s.Chdir(newRoot); err != nil {
+		return fmt.Errorf("switch root: chdir %s: %w", newRoot, err)
+	}
+	if err := s.Mount(mount{newRoot, "/", "", unix.MS_MOVE, ""}); err != nil {
+		return fmt.Errorf("switch root: move %s to /: %w", newRoot, err)
+	}
+	if err := s.Chroot("."); err != nil {
+		return fmt.Errorf("switch root: chroot: %w", err)
+	}
+	if err := s.Chdir("/"); err != nil {
+		return fmt.Errorf("switch root: chdir /: %w", err)
+	}
+	s.Logf("cairn init: root image mounted from %s (%d modules loaded), starting %s", dev, n, machined)
+	// The kernel passed the command line's unknown words to us as args; machined gets them unchanged
+	// (it reads /proc/cmdline itself for its own parameters).
+	if err := s.Exec(machined, append([]string{machined}, args...), env); err != nil {
+		return fmt.Errorf("exec %s: %w", machined, err)
+	}
+	return nil
+}
+
+// loadModules loads the builder's list in order and returns how many it loaded.
+func loadModules(s system) (int, error) {
+	rel, err := s.KernelRelease()
+	if err != nil {
+		return 0, fmt.Errorf("load modules: kernel release: %w", err)
+	}
+	dir := path.Join(modulesDir, rel)
+	list, err := s.ReadFile(path.Join(dir, moduleList))
+	if err != nil {
+		return 0, fmt.Errorf("load modules: %w (does the initramfs belong to kernel %s?)", err, rel)
+	}
+	mods, err := parseModuleList(string(list))
+	if err != nil {
+		return 0, fmt.Errorf("load modules: %s: %w", path.Join(dir, moduleList), err)
+	}
+	for _, m := range mods {
+		if err := s.LoadModule(path.Join(dir, m.path), m.params); err != nil {
+			return 0, fmt.Errorf("load module %s: %w", m.path, err)
+		}
+	}
+	return len(mods), nil
+}

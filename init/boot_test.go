@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeSystem records every effect as a line, and fails the call whose line starts with failOn.
+type fakeSystem struct {
+	calls  []string
+	files  map[string]string
+	failOn string
+}
+
+func (f *fakeSystem) do(call string) error {
+	f.calls = append(f.calls, call)
+	if f.failOn != "" && strings.HasPrefix(call, f.failOn) {
+		return errors.New("boom")
+	}
+	return nil
+}
+
+func (f *fakeSystem) Mkdir(dir string) error { return f.do("mkdir " + dir) }
+func (f *fakeSystem) Mount(m mount) error {
+	return f.do(fmt.Sprintf("mount %s %s %s %#x %s", m.source, m.target, m.fstype, m.flags, m.data))
+}
+func (f *fakeSystem) KernelRelease() (string, error) { return "6.1.0-test", nil }
+func (f *fakeSystem) ReadFile(name string) ([]byte, error) {
+	if err := f.do("read " + name); err != nil {
+		return nil, err
+	}
+	s, ok := f.files[name]
+	if !ok {
+		return nil, fmt.Errorf("open %s: no such file", name)
+	}
+	return []byte(s), nil
+}
+func (f *fakeSystem) LoadModule(file, params string) error {
+	return f.do(strings.TrimSpace("insmod " + file + " " + params))
+}
+func (f *fakeSystem) AttachLoop(file string) (string, error) {
+	return "/dev/loop0", f.do("losetup " + file)
+}
+func (f *fakeSystem) Exists(name string) bool         { f.calls = append(f.calls, "exists "+name); return true }
+func (f *fakeSystem) FreeInitramfs(keep string) error { return f.do("free-initramfs except " + keep) }
+func (f *fakeSystem) Chdir(dir string) error          { return f.do("chdir " + dir) }
+func (f *fakeSystem) Chroot(dir string) error         { return f.do("chroot " + dir) }
+func (f *fakeSystem) Exec(argv0 string, argv, env []string) error {
+	return f.do(fmt.Sprintf("exec %s %q %q", argv0, argv, env))
+}
+func (f *fakeSystem) Logf(string, ...any) {}
+
+const testList = "/lib/modules/6.1.0-test/cairn.load"
+
+func newFake(failOn string) *fakeSystem {
+	return &fakeSystem{
+		files:  map[string]string{testList: "kernel/drivers/block/loop.ko max_loop=4\nkernel/fs/squashfs/squashfs.ko\n"},
+		failOn: failOn,
+	}
+}
+
+func TestBootSequence(t *testing.T) {
+	f := newFake("")
+	err := boot(f, []string{"cairn.token=abc", "foo"}, []string{"TERM=linux"})
+	if err != nil {
+		t.Fatalf("boot() = %v, want nil", err)
+	}
+	want := []string{
+		"mkdir /proc", "mount proc /proc proc 0xe ",
+		"mkdir /sys", "mount sysfs /sys sysfs 0xe ",
+		"mkdir /dev", "mount devtmpfs /dev devtmpfs 0x2 mode=0755",
+		"mkdir /run", "mount tmpfs /run tmpfs 0x6 mode=0755",
+		"read " + testList,
+		"insmod /lib/modules/6.1.0-test/kernel/drivers/block/loop.ko max_loop=4",
+		"insmod /lib/modules/6.1.0-test/kernel/fs/squashfs/squashfs.ko",
+		"losetup /rootfs.squashfs",
+		"mkdir /newroot",
+		"mount /dev/loop0 /newroot squashfs 0x5 ",
+		"exists /newroot/sbin/machined",
+		"mount /proc /newroot/proc  0x2000 ",
+		"mount /sys /newroot/sys  0x2000 ",
+		"mount /dev /newroot/dev  0x2000 ",
+		"mount /run /newroot/run  0x2000 ",
+		"free-initramfs except /newroot",
+		"chdir /newroot",
+		"mount /newroot /  0x2000 ",
+		"chroot .",
+		"chdir /",
+		`exec /sbin/machined ["/sbin/machined" "cairn.token=abc" "foo"] ["TERM=linux"]`,
+	}
+	if diff := cmp.Diff(want, f.calls); diff != "" {
+		t.Errorf("boot() calls (-want +got):\n%s", diff)
+	}
+}
+
+// A failing step stops the sequence and names itself: nothing destructive runs after it.
+func TestBootStopsAtFirstError(t *testing.T) {
+	tests := []struct {
+		failOn  string
+		wantErr string
+		never   string
+	}{
+		{"mount proc", "mount proc on /proc: boom", "insmod"},
+		{"read", "load modules: boom (does the initramfs belong to kernel 6.1.0-test?)", "losetup"},
+		{"insmod /lib/modules/6.1.0-test/kernel/fs/squashfs", "load module kernel/fs/squashfs/squashfs.ko: boom", "losetup"},
+		{"losetup", "mount root image: attach /rootfs.squashfs to a loop device: boom", "mkdir /newroot"},
+		{"mount /dev/loop0", "mount root image: /dev/loop0 (squashfs) on /newroot: boom", "free-initramfs"},
+		{"free-initramfs", "free initramfs: boom", "chroot"},
+		{"exec", "exec /sbin/machined: boom", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.failOn, func(t *testing.T) {
+			f := newFake(tt.failOn)
+			err := boot(f, nil, nil)
+			if err == nil || err.Error() != tt.wantErr {
+				t.Fatalf("boot() = %v, want %q", err, tt.wantErr)
+			}
+			for _, c := range f.calls {
+				if tt.never != "" && strings.HasPrefix(c, tt.never) {
+					t.Errorf("boot() ran %q after the failure", c)
+				}
+			}
+		})
+	}
+}
+
+func TestBootMissingMachined(t *testing.T) {
+	f := &missingMachined{newFake("")}
+	err := boot(f, nil, nil)
+	if err == nil || err.Error() != "root image has no /sbin/machined" {
+		t.Fatalf("boot() = %v, want root image has no /sbin/machined", err)
+	}
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, "free-initramfs") {
+			t.Errorf("boot() freed the initramfs although machined is missing")
+		}
+	}
+}
+
+type missingMachined struct{ *fakeSystem }
+
+func (m *missingMachined) Exists(string) bool { return false }
