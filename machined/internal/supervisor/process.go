@@ -9,33 +9,15 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/logring"
+	"github.com/cairn-os/cairn/machined/internal/proc"
 )
-
-// Starter starts a command and reports its end. On a real node it is PID 1's reaper (nothing else may wait
-// for children there); in sandbox mode, exec's own Wait.
-type Starter interface {
-	Start(cmd *exec.Cmd) (<-chan error, error)
-}
-
-// ExecStarter starts commands with os/exec and waits with cmd.Wait.
-type ExecStarter struct{}
-
-// Start implements Starter.
-func (ExecStarter) Start(cmd *exec.Cmd) (<-chan error, error) {
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	ch := make(chan error, 1)
-	go func() { ch <- cmd.Wait() }()
-	return ch, nil
-}
 
 // Process runs a program as a service, its output going to the service's log.
 type Process struct {
 	Path    string
 	Args    []string
 	Env     []string
-	Starter Starter
+	Starter proc.Starter
 	// Grace is how long a stopping process gets between SIGTERM and SIGKILL.
 	Grace time.Duration
 	// Prepare runs before every start (directories, config files).
@@ -59,7 +41,11 @@ func (p *Process) Run(ctx context.Context, log *logring.Ring, started func(pid i
 	// Its own process group, so a stop reaches the children it forks (containerd's shims are not among
 	// them: they detach on purpose and outlive a containerd restart).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	exit, err := p.Starter.Start(cmd)
+	starter := p.Starter
+	if starter == nil {
+		starter = proc.Exec{}
+	}
+	exit, err := starter.Start(cmd)
 	w.Close()
 	if err != nil {
 		r.Close()
@@ -76,12 +62,6 @@ func (p *Process) Run(ctx context.Context, log *logring.Ring, started func(pid i
 	if grace == 0 {
 		grace = 10 * time.Second
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exit:
-	case <-time.After(grace):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exit
-	}
+	proc.Stop(cmd, exit, grace)
 	return ctx.Err()
 }

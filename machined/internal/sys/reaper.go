@@ -26,18 +26,53 @@ type Exit struct {
 	Status unix.WaitStatus
 }
 
-// Err is nil for a clean exit, else the exit code or signal.
+// Err is nil for a clean exit, else an *ExitError.
 func (e Exit) Err() error {
-	switch {
-	case e.Status.Exited() && e.Status.ExitStatus() == 0:
+	if e.Status.Exited() && e.Status.ExitStatus() == 0 {
 		return nil
-	case e.Status.Exited():
-		return fmt.Errorf("exit status %d", e.Status.ExitStatus())
-	case e.Status.Signaled():
-		return fmt.Errorf("killed by signal %s", e.Status.Signal())
 	}
-	return fmt.Errorf("wait status %#x", uint32(e.Status))
+	return &ExitError{Status: e.Status}
 }
+
+// ExitError is a process that did not exit cleanly.
+type ExitError struct{ Status unix.WaitStatus }
+
+func (e *ExitError) Error() string {
+	switch {
+	case e.Status.Exited():
+		return fmt.Sprintf("exit status %d", e.Status.ExitStatus())
+	case e.Status.Signaled():
+		return fmt.Sprintf("killed by signal %s", e.Status.Signal())
+	}
+	return fmt.Sprintf("wait status %#x", uint32(e.Status))
+}
+
+// ExitCode is the exit status, or -1 for a process killed by a signal (as os.ProcessState reports it).
+func (e *ExitError) ExitCode() int {
+	if e.Status.Exited() {
+		return e.Status.ExitStatus()
+	}
+	return -1
+}
+
+// Starter adapts the reaper to proc.Starter: the exit arrives as an error.
+func (r *Reaper) Starter() StarterFunc {
+	return func(cmd *exec.Cmd) (<-chan error, error) {
+		exit, err := r.Start(cmd)
+		if err != nil {
+			return nil, err
+		}
+		ch := make(chan error, 1)
+		go func() { ch <- (<-exit).Err() }()
+		return ch, nil
+	}
+}
+
+// StarterFunc is a function that implements proc.Starter.
+type StarterFunc func(cmd *exec.Cmd) (<-chan error, error)
+
+// Start implements proc.Starter.
+func (f StarterFunc) Start(cmd *exec.Cmd) (<-chan error, error) { return f(cmd) }
 
 // NewReaper starts reaping; orphans (may be nil) is told of each reaped process nobody waited for.
 func NewReaper(orphans func(pid int, status unix.WaitStatus)) *Reaper {

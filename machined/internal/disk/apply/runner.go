@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/cairn-os/cairn/machined/internal/proc"
 )
 
 // Runner runs a tool to completion and returns its combined output. A non-zero exit comes back as
@@ -46,6 +46,8 @@ type ExecRunner struct {
 	// Path lists the directories searched for tools; empty means $PATH, or the usual sbin and bin
 	// directories when $PATH is unset (machined runs as PID 1 with an empty environment).
 	Path []string
+	// Starter starts the tool and reports its exit (PID 1's reaper on a real node); nil means os/exec.
+	Starter proc.Starter
 }
 
 var defaultToolPath = []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin"}
@@ -56,21 +58,17 @@ func (r ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	var exit *exec.ExitError
+	out, err := proc.Output(ctx, r.Starter, exec.Command(bin, args...))
+	var exit interface{ ExitCode() int }
 	switch {
 	case err == nil:
-		return out.Bytes(), nil
+		return out, nil
 	case ctx.Err() != nil:
-		return out.Bytes(), fmt.Errorf("%s: %w", name, ctx.Err())
+		return out, fmt.Errorf("%s: %w", name, ctx.Err())
 	case errors.As(err, &exit):
-		return out.Bytes(), &ExitError{Tool: name, Args: args, Code: exit.ExitCode(), Output: out.Bytes()}
+		return out, &ExitError{Tool: name, Args: args, Code: exit.ExitCode(), Output: out}
 	default:
-		return out.Bytes(), fmt.Errorf("run %s: %w", name, err)
+		return out, fmt.Errorf("run %s: %w", name, err)
 	}
 }
 

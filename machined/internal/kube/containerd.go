@@ -1,0 +1,128 @@
+package kube
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+
+	toml "github.com/pelletier/go-toml/v2"
+)
+
+// ContainerdOptions are the node-level choices for containerd's config.
+type ContainerdOptions struct {
+	// RestrictOOMScoreAdj keeps CRI from asking runc for an oom_score_adj below containerd's own. Only
+	// sandbox mode sets it: this host lacks CAP_SYS_RESOURCE, so lowering it fails and every pod sandbox
+	// with it. A Cairn node needs no such restriction.
+	RestrictOOMScoreAdj bool
+	// CNIBinDir overrides where the CNI plugins are (sandbox mode uses the bundle's); empty: the image's
+	// /opt/cni/bin under paths.
+	CNIBinDir string
+}
+
+// The config's shape, in containerd 2.4's own version-4 layout (docs/man/containerd-config.toml.5.md,
+// docs/cri/config.md): the servers are plugins (io.containerd.server.v1.grpc, ...), and CRI is split
+// into io.containerd.cri.v1.images, io.containerd.cri.v1.runtime and io.containerd.grpc.v1.cri.
+// Version 3 still loads but is migrated, with a warning, at every start. Only what Cairn sets is
+// written; containerd fills in the rest.
+type containerdConfig struct {
+	Version         int            `toml:"version"`
+	Root            string         `toml:"root"`
+	State           string         `toml:"state"`
+	DisabledPlugins []string       `toml:"disabled_plugins"`
+	Plugins         map[string]any `toml:"plugins"`
+}
+
+// serverAddress is a server plugin's socket. In version 4 each server has its own default under
+// /run/containerd, so both are set: in sandbox mode nothing may land in the host's /run/containerd.
+type serverAddress struct {
+	Address string `toml:"address"`
+}
+
+type criImages struct {
+	Snapshotter string `toml:"snapshotter"`
+	// PinnedImages keeps the sandbox image from image garbage collection: it cannot be pulled again.
+	PinnedImages map[string]string `toml:"pinned_images"`
+	// An empty config_path: no registry hosts directory, no mirrors. Nothing is pulled anyway — every
+	// pod says imagePullPolicy Never, and CRI only pulls the pause image when it is missing.
+	Registry criRegistry `toml:"registry"`
+}
+
+type criRegistry struct {
+	ConfigPath string `toml:"config_path"`
+}
+
+type criRuntime struct {
+	RestrictOOMScoreAdj bool                `toml:"restrict_oom_score_adj"`
+	Containerd          criRuntimeContainer `toml:"containerd"`
+	CNI                 criCNI              `toml:"cni"`
+}
+
+type criRuntimeContainer struct {
+	DefaultRuntimeName string                    `toml:"default_runtime_name"`
+	Runtimes           map[string]runtimeHandler `toml:"runtimes"`
+}
+
+// runtimeHandler is one runtime CRI can run pods with (a RuntimeClass handler).
+type runtimeHandler struct {
+	RuntimeType string      `toml:"runtime_type"`
+	Options     runcOptions `toml:"options"`
+}
+
+type runcOptions struct {
+	// No systemd on the node: runc manages cgroups through cgroupfs, like the kubelet.
+	SystemdCgroup bool `toml:"SystemdCgroup"`
+	// Root is runc's state directory; under containerd's state so sandbox mode keeps pods' runc state
+	// out of the host's /run/containerd (on a node it is runc's default).
+	Root string `toml:"Root"`
+}
+
+type criCNI struct {
+	BinDirs    []string `toml:"bin_dirs"`
+	ConfDir    string   `toml:"conf_dir"`
+	MaxConfNum int      `toml:"max_conf_num"`
+}
+
+// ContainerdConfig is containerd's config.toml: state under paths, CRI with the bundled pause image as
+// the sandbox image, runc without systemd cgroups, and Cairn's CNI directories.
+func (r *Renderer) ContainerdConfig(o ContainerdOptions) (File, error) {
+	l := r.layout
+	binDir := o.CNIBinDir
+	if binDir == "" {
+		binDir = l.CNIBinDir()
+	}
+	cfg := containerdConfig{
+		Version: 4,
+		Root:    l.ContainerdRoot(),
+		State:   l.ContainerdState(),
+		// opt would create /opt/containerd on the read-only root; NRI has no plugins to serve here.
+		DisabledPlugins: []string{"io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri"},
+		Plugins: map[string]any{
+			"io.containerd.server.v1.grpc":  serverAddress{Address: l.ContainerdSocket()},
+			"io.containerd.server.v1.ttrpc": serverAddress{Address: l.ContainerdSocket() + ".ttrpc"},
+			"io.containerd.cri.v1.images": criImages{
+				Snapshotter:  "overlayfs",
+				PinnedImages: map[string]string{"sandbox": r.images.Pause},
+			},
+			"io.containerd.cri.v1.runtime": criRuntime{
+				RestrictOOMScoreAdj: o.RestrictOOMScoreAdj,
+				Containerd: criRuntimeContainer{
+					DefaultRuntimeName: "runc",
+					Runtimes: map[string]runtimeHandler{
+						"runc": {RuntimeType: "io.containerd.runc.v2", Options: runcOptions{
+							SystemdCgroup: false, Root: filepath.Join(l.ContainerdState(), "runc"),
+						}},
+					},
+				},
+				CNI: criCNI{BinDirs: []string{binDir}, ConfDir: l.CNIConfDir(), MaxConfNum: 1},
+			},
+		},
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# Written by machined; changes are lost at the next boot.\n")
+	enc := toml.NewEncoder(&buf)
+	enc.SetIndentTables(true)
+	if err := enc.Encode(cfg); err != nil {
+		return File{}, fmt.Errorf("encode containerd config: %w", err)
+	}
+	return File{Path: l.ContainerdConfig(), Data: buf.Bytes(), Mode: modePublic}, nil
+}

@@ -1,0 +1,159 @@
+package kube
+
+import (
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Secure ports of the controller-manager and the scheduler (health and metrics, loopback only).
+const (
+	ControllerManagerPort = 10257
+	SchedulerPort         = 10259
+)
+
+// pkiMount gives a component the PKI directory, read-only.
+func (r *Renderer) pkiMount() hostMount {
+	return hostMount{name: "k8s-certs", hostPath: r.layout.PKI(), mountPath: containerPKIDir, readOnly: true,
+		typ: hostPathType(corev1.HostPathDirectory)}
+}
+
+// kubeconfigMount gives a component its kubeconfig file, read-only.
+func (r *Renderer) kubeconfigMount(file string) hostMount {
+	return hostMount{name: "kubeconfig", hostPath: r.layout.KubernetesFile(file),
+		mountPath: containerKubernetesDir + "/" + file, readOnly: true, typ: hostPathType(corev1.HostPathFile)}
+}
+
+// APIServerPod is kube-apiserver's static pod.
+func (r *Renderer) APIServerPod() *corev1.Pod {
+	cl := r.cfg.Cluster
+	flags := []arg{
+		{"advertise-address", r.primary.String()},
+		{"allow-privileged", "true"},
+		// Never AlwaysAllow: it silently turns anonymous authentication off, and with it the probes.
+		{"authorization-mode", "Node,RBAC"},
+		{"client-ca-file", inPKI(CACert)},
+		{"enable-admission-plugins", "NodeRestriction"},
+		{"enable-bootstrap-token-auth", "true"},
+		{"etcd-cafile", inPKI(EtcdCACert)},
+		{"etcd-certfile", inPKI(APIServerEtcdCert)},
+		{"etcd-keyfile", inPKI(APIServerEtcdKey)},
+		{"etcd-servers", r.etcdURL(r.loopback(), EtcdClientPort)},
+		{"kubelet-client-certificate", inPKI(APIServerKubeletCert)},
+		{"kubelet-client-key", inPKI(APIServerKubeletKey)},
+		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
+		{"proxy-client-cert-file", inPKI(FrontProxyClientCert)},
+		{"proxy-client-key-file", inPKI(FrontProxyClientKey)},
+		{"requestheader-allowed-names", FrontProxyClientCN},
+		{"requestheader-client-ca-file", inPKI(FrontProxyCACert)},
+		{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
+		{"requestheader-group-headers", "X-Remote-Group"},
+		{"requestheader-username-headers", "X-Remote-User"},
+		{"secure-port", strconv.Itoa(APIServerPort)},
+		{"service-account-issuer", "https://kubernetes.default.svc." + r.dnsDomain},
+		{"service-account-key-file", inPKI(ServiceAccountPublic)},
+		{"service-account-signing-key-file", inPKI(ServiceAccountKey)},
+		{"service-cluster-ip-range", r.serviceCIDR.String()},
+		{"tls-cert-file", inPKI(APIServerCert)},
+		{"tls-private-key-file", inPKI(APIServerKey)},
+	}
+	extra := cl.APIServer.ExtraArgs
+	if _, ok := extra["authorization-config"]; ok {
+		// kube-apiserver refuses both; a structured authorization config replaces the mode.
+		flags = without(flags, "authorization-mode")
+	}
+	vols, vms := volumes([]hostMount{r.pkiMount()})
+	p := probe{host: r.primary.String(), port: APIServerPort, scheme: corev1.URISchemeHTTPS}
+	live, ready := p, p
+	live.path, ready.path = "/livez", "/readyz"
+	return staticPod(corev1.Container{
+		Name:           KubeAPIServer,
+		Image:          r.images.APIServer,
+		Command:        command(KubeAPIServer, flags, extra),
+		VolumeMounts:   vms,
+		Resources:      requests("250m", ""),
+		LivenessProbe:  live.liveness(),
+		ReadinessProbe: ready.readiness(),
+		StartupProbe:   live.startup(),
+	}, vols)
+}
+
+// ControllerManagerPod is kube-controller-manager's static pod. It allocates each node's PodCIDR (the
+// CNI bridge uses it), signs kubelet CSRs with the cluster CA, and runs the bootstrap-token controllers.
+func (r *Renderer) ControllerManagerPod() *corev1.Pod {
+	cl := r.cfg.Cluster
+	kubeconfig := containerKubernetesDir + "/" + ControllerManagerConf
+	flags := []arg{
+		{"allocate-node-cidrs", "true"},
+		{"authentication-kubeconfig", kubeconfig},
+		{"authorization-kubeconfig", kubeconfig},
+		{"bind-address", r.loopback()},
+		{"client-ca-file", inPKI(CACert)},
+		{"cluster-cidr", r.podCIDR.String()},
+		{"cluster-name", cl.Name},
+		{"cluster-signing-cert-file", inPKI(CACert)},
+		{"cluster-signing-key-file", inPKI(CAKey)},
+		{"controllers", "*,bootstrapsigner,tokencleaner"},
+		{"kubeconfig", kubeconfig},
+		{"leader-elect", "true"},
+		{"node-cidr-mask-size", strconv.Itoa(r.maskSize)},
+		{"requestheader-client-ca-file", inPKI(FrontProxyCACert)},
+		{"root-ca-file", inPKI(CACert)},
+		{"service-account-private-key-file", inPKI(ServiceAccountKey)},
+		{"service-cluster-ip-range", r.serviceCIDR.String()},
+		{"use-service-account-credentials", "true"},
+	}
+	vols, vms := volumes([]hostMount{r.pkiMount(), r.kubeconfigMount(ControllerManagerConf)})
+	p := probe{host: r.loopback(), path: "/healthz", port: ControllerManagerPort, scheme: corev1.URISchemeHTTPS}
+	return staticPod(corev1.Container{
+		Name:          KubeControllerManager,
+		Image:         r.images.ControllerManager,
+		Command:       command(KubeControllerManager, flags, cl.ControllerManager.ExtraArgs),
+		VolumeMounts:  vms,
+		Resources:     requests("200m", ""),
+		LivenessProbe: p.liveness(),
+		StartupProbe:  p.startup(),
+	}, vols)
+}
+
+// SchedulerPod is kube-scheduler's static pod.
+func (r *Renderer) SchedulerPod() *corev1.Pod {
+	kubeconfig := containerKubernetesDir + "/" + SchedulerConf
+	flags := []arg{
+		{"authentication-kubeconfig", kubeconfig},
+		{"authorization-kubeconfig", kubeconfig},
+		{"bind-address", r.loopback()},
+		{"kubeconfig", kubeconfig},
+		{"leader-elect", "true"},
+	}
+	vols, vms := volumes([]hostMount{r.kubeconfigMount(SchedulerConf)})
+	p := probe{host: r.loopback(), port: SchedulerPort, scheme: corev1.URISchemeHTTPS}
+	live, ready := p, p
+	live.path, ready.path = "/livez", "/readyz"
+	return staticPod(corev1.Container{
+		Name:           KubeScheduler,
+		Image:          r.images.Scheduler,
+		Command:        command(KubeScheduler, flags, r.cfg.Cluster.Scheduler.ExtraArgs),
+		VolumeMounts:   vms,
+		Resources:      requests("100m", ""),
+		LivenessProbe:  live.liveness(),
+		ReadinessProbe: ready.readiness(),
+		StartupProbe:   live.startup(),
+	}, vols)
+}
+
+func without(flags []arg, name string) []arg {
+	out := flags[:0:0]
+	for _, f := range flags {
+		if f.name != name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// APIServerURL is the URL of this node's kube-apiserver on its primary address.
+func (r *Renderer) APIServerURL() string {
+	return "https://" + net.JoinHostPort(r.primary.String(), strconv.Itoa(APIServerPort))
+}

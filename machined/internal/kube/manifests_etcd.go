@@ -1,0 +1,111 @@
+package kube
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// etcd's ports.
+const (
+	EtcdClientPort  = 2379
+	EtcdPeerPort    = 2380
+	EtcdMetricsPort = 2381 // plain HTTP on loopback: health and metrics, no client certificate needed
+)
+
+// EtcdMember is one member of the etcd cluster, by name and peer URL.
+type EtcdMember struct {
+	Name    string
+	PeerURL string
+}
+
+// EtcdOptions say which etcd cluster this member starts in.
+type EtcdOptions struct {
+	// Existing lists the members of an existing cluster this node joins (it must already have been
+	// added with MemberAdd). Empty: this node starts a new single-member cluster.
+	Existing []EtcdMember
+}
+
+// EtcdPeerURL is this node's etcd peer URL.
+func (r *Renderer) EtcdPeerURL() string { return r.etcdURL(r.primary.String(), EtcdPeerPort) }
+
+// EtcdClientURL is this node's etcd client URL on its primary address.
+func (r *Renderer) EtcdClientURL() string { return r.etcdURL(r.primary.String(), EtcdClientPort) }
+
+func (r *Renderer) etcdURL(host string, port int) string {
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// EtcdPod is etcd's static pod: TLS for clients and peers with the etcd CA's certificates, data on the
+// ETCD volume, health on a loopback HTTP port.
+func (r *Renderer) EtcdPod(o EtcdOptions) *corev1.Pod {
+	name := r.node.Name
+	state, members := "new", []EtcdMember{{Name: name, PeerURL: r.EtcdPeerURL()}}
+	if len(o.Existing) > 0 {
+		state, members = "existing", o.Existing
+	}
+	initial := make([]string, 0, len(members))
+	for _, m := range members {
+		initial = append(initial, m.Name+"="+m.PeerURL)
+	}
+	sort.Strings(initial)
+
+	lo := r.loopback()
+	flags := []arg{
+		{"name", name},
+		{"data-dir", containerEtcdDataDir},
+		{"listen-client-urls", r.etcdURL(lo, EtcdClientPort) + "," + r.EtcdClientURL()},
+		{"advertise-client-urls", r.EtcdClientURL()},
+		{"listen-peer-urls", r.EtcdPeerURL()},
+		{"initial-advertise-peer-urls", r.EtcdPeerURL()},
+		{"initial-cluster", strings.Join(initial, ",")},
+		{"initial-cluster-state", state},
+		{"cert-file", inPKI(EtcdServerCert)},
+		{"key-file", inPKI(EtcdServerKey)},
+		{"trusted-ca-file", inPKI(EtcdCACert)},
+		{"client-cert-auth", "true"},
+		{"peer-cert-file", inPKI(EtcdPeerCert)},
+		{"peer-key-file", inPKI(EtcdPeerKey)},
+		{"peer-trusted-ca-file", inPKI(EtcdCACert)},
+		{"peer-client-cert-auth", "true"},
+		{"snapshot-count", "10000"},
+		{"listen-metrics-urls", "http://" + net.JoinHostPort(lo, strconv.Itoa(EtcdMetricsPort))},
+		{"feature-gates", "InitialCorruptCheck=true"},
+		{"watch-progress-notify-interval", "5s"},
+	}
+	if q := r.cfg.Cluster.Etcd.QuotaBackendBytes; q > 0 {
+		flags = append(flags, arg{"quota-backend-bytes", fmt.Sprint(q)})
+	}
+
+	vols, vms := volumes([]hostMount{
+		{name: "etcd-data", hostPath: r.layout.EtcdData(), mountPath: containerEtcdDataDir},
+		{name: "etcd-certs", hostPath: r.layout.PKIFile("etcd"), mountPath: containerPKIDir + "/etcd",
+			readOnly: true, typ: hostPathType(corev1.HostPathDirectory)},
+	})
+	health := probe{host: lo, port: EtcdMetricsPort, scheme: corev1.URISchemeHTTP}
+	// serializable: a liveness check must not depend on quorum, or one lost peer restarts them all.
+	live := health
+	live.path = "/health?serializable=true"
+	ready := health
+	ready.path = "/readyz"
+	return staticPod(corev1.Container{
+		Name:           Etcd,
+		Image:          r.images.Etcd,
+		Command:        command("etcd", flags, r.cfg.Cluster.Etcd.ExtraArgs),
+		VolumeMounts:   vms,
+		Resources:      requests("100m", "100Mi"),
+		LivenessProbe:  live.liveness(),
+		ReadinessProbe: ready.readiness(),
+		StartupProbe:   live.startup(),
+	}, vols)
+}
+
+// EtcdManifest is etcd's static pod file. Write it only once the ETCD volume is mounted: before that,
+// etcd would start on the root filesystem and the cluster's data would vanish at the next boot.
+func (r *Renderer) EtcdManifest(o EtcdOptions) (File, error) {
+	return r.ManifestFile(r.EtcdPod(o))
+}

@@ -1,0 +1,178 @@
+package kube
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func TestManifestsGolden(t *testing.T) {
+	r := newTestRenderer(t)
+	etcd, err := r.EtcdManifest(EtcdOptions{})
+	if err != nil {
+		t.Fatalf("EtcdManifest: %v", err)
+	}
+	cp, err := r.ControlPlaneManifests()
+	if err != nil {
+		t.Fatalf("ControlPlaneManifests: %v", err)
+	}
+	files := append(Files{etcd}, cp...)
+	wantPaths := []string{
+		"/etc/kubernetes/manifests/etcd.yaml",
+		"/etc/kubernetes/manifests/kube-apiserver.yaml",
+		"/etc/kubernetes/manifests/kube-controller-manager.yaml",
+		"/etc/kubernetes/manifests/kube-scheduler.yaml",
+	}
+	var gotPaths []string
+	for _, f := range files {
+		gotPaths = append(gotPaths, f.Path)
+		golden(t, "manifests/"+strings.TrimPrefix(f.Path, "/etc/kubernetes/manifests/"), f.Data)
+		if f.Mode != 0o600 {
+			t.Errorf("%s mode = %v, want 0600", f.Path, f.Mode)
+		}
+	}
+	if diff := cmp.Diff(wantPaths, gotPaths); diff != "" {
+		t.Errorf("manifest paths (-want +got):\n%s", diff)
+	}
+}
+
+// Every manifest must decode back into a Pod that a kubelet would run as we mean: host network,
+// never pulling, the critical priority, and each mount backed by a volume.
+func TestManifestsDecode(t *testing.T) {
+	r := newTestRenderer(t)
+	etcd, _ := r.EtcdManifest(EtcdOptions{})
+	cp, _ := r.ControlPlaneManifests()
+	for _, f := range append(Files{etcd}, cp...) {
+		var pod corev1.Pod
+		if err := yaml.UnmarshalStrict(f.Data, &pod); err != nil {
+			t.Errorf("%s: decode: %v", f.Path, err)
+			continue
+		}
+		s := pod.Spec
+		if !s.HostNetwork || s.PriorityClassName != "system-node-critical" || s.Priority == nil {
+			t.Errorf("%s: hostNetwork=%v priorityClassName=%q priority=%v, want true, system-node-critical, set",
+				f.Path, s.HostNetwork, s.PriorityClassName, s.Priority)
+		}
+		vols := map[string]bool{}
+		for _, v := range s.Volumes {
+			vols[v.Name] = true
+		}
+		for _, c := range s.Containers {
+			if c.ImagePullPolicy != corev1.PullNever {
+				t.Errorf("%s: imagePullPolicy = %q, want Never", f.Path, c.ImagePullPolicy)
+			}
+			for _, m := range c.VolumeMounts {
+				if !vols[m.Name] {
+					t.Errorf("%s: mount %q has no volume", f.Path, m.Name)
+				}
+			}
+		}
+	}
+}
+
+func TestCommand(t *testing.T) {
+	defaults := []arg{{"b", "2"}, {"a", "1"}, {"c", "3"}}
+	tests := []struct {
+		name  string
+		extra map[string]string
+		want  []string
+	}{
+		{"defaults sorted", nil, []string{"x", "--a=1", "--b=2", "--c=3"}},
+		{"override in place", map[string]string{"b": "two"}, []string{"x", "--a=1", "--b=two", "--c=3"}},
+		{"extra appended sorted", map[string]string{"z": "26", "d": "4"}, []string{"x", "--a=1", "--b=2", "--c=3", "--d=4", "--z=26"}},
+		{"empty value kept", map[string]string{"a": ""}, []string{"x", "--a=", "--b=2", "--c=3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := append([]arg(nil), defaults...)
+			if diff := cmp.Diff(tt.want, command("x", d, tt.extra)); diff != "" {
+				t.Errorf("command(...) (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAPIServerFlags(t *testing.T) {
+	tests := []struct {
+		name     string
+		extra    map[string]string
+		want     []string
+		wantNone []string
+	}{
+		{
+			name:  "extraArgs override a default once",
+			extra: map[string]string{"allow-privileged": "false"},
+			want:  []string{"--allow-privileged=false", "--authorization-mode=Node,RBAC", "--advertise-address=192.168.50.10"},
+		},
+		{
+			name:     "authorization-config replaces the mode",
+			extra:    map[string]string{"authorization-config": "/etc/kubernetes/authz.yaml"},
+			want:     []string{"--authorization-config=/etc/kubernetes/authz.yaml"},
+			wantNone: []string{"--authorization-mode="},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Cluster.APIServer.ExtraArgs = tt.extra
+			r, err := New(cfg, testNode, newTestRenderer(t).paths, DefaultImages())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := r.APIServerPod().Spec.Containers[0].Command
+			count := map[string]int{}
+			for _, a := range cmd[1:] {
+				count[strings.SplitN(a, "=", 2)[0]]++
+			}
+			for name, n := range count {
+				if n > 1 {
+					t.Errorf("flag %s given %d times", name, n)
+				}
+			}
+			joined := strings.Join(cmd, " ")
+			for _, w := range tt.want {
+				if !strings.Contains(joined, w) {
+					t.Errorf("APIServerPod command = %q, want it to contain %q", joined, w)
+				}
+			}
+			for _, w := range tt.wantNone {
+				if strings.Contains(joined, w) {
+					t.Errorf("APIServerPod command = %q, want no %q", joined, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEtcdJoinExisting(t *testing.T) {
+	r := newTestRenderer(t)
+	pod := r.EtcdPod(EtcdOptions{Existing: []EtcdMember{
+		{Name: "cp-0", PeerURL: "https://192.168.50.9:2380"},
+		{Name: "cp-1", PeerURL: "https://192.168.50.10:2380"},
+	}})
+	cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
+	for _, w := range []string{
+		"--initial-cluster=cp-0=https://192.168.50.9:2380,cp-1=https://192.168.50.10:2380",
+		"--initial-cluster-state=existing",
+	} {
+		if !strings.Contains(cmd, w) {
+			t.Errorf("EtcdPod(existing) command = %q, want %q", cmd, w)
+		}
+	}
+}
+
+func TestEtcdNoQuota(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Cluster.Etcd.QuotaBackendBytes = 0
+	r, err := New(cfg, testNode, newTestRenderer(t).paths, DefaultImages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := strings.Join(r.EtcdPod(EtcdOptions{}).Spec.Containers[0].Command, " ")
+	if strings.Contains(cmd, "quota-backend-bytes") {
+		t.Errorf("EtcdPod command = %q, want no --quota-backend-bytes when the config sets none", cmd)
+	}
+}
