@@ -31,6 +31,9 @@ func (n *Node) boot() error {
 	n.machine = nil
 	n.hostname = n.o.Hostname
 	n.mu.Unlock()
+	if n.o.Hostname != "" && n.o.OnHostname != nil {
+		n.o.OnHostname(n.o.Hostname)
+	}
 
 	var lock *nodelock.Lock
 	tasks := n.o.Hooks.storage(nil, fsm.SeqBoot, &n.stateDir)
@@ -75,10 +78,10 @@ func (n *Node) boot() error {
 	}
 	n.mu.Lock()
 	n.machine = cfg
-	if cfg.Machine.Hostname != "" {
-		n.hostname = cfg.Machine.Hostname
-	}
 	n.mu.Unlock()
+	if cfg.Machine.Hostname != "" {
+		n.setHostname(cfg.Machine.Hostname)
+	}
 	switch {
 	case rec.Complete:
 		n.o.Log.Info("node lock is complete: taking the Running path", "owner", rec.Owner)
@@ -127,10 +130,11 @@ func (n *Node) run(ctx context.Context, release func(), seq fsm.Sequence, cfg *c
 	n.endSequence(seq, err)
 }
 
-// tasks lists a locked node's sequence. Once-only tasks are skipped when the node lock says they finished.
+// tasks lists a locked node's sequence. The identity comes first: the API switches to mutual TLS right
+// after the lock, before anything slow or destructive, so a locked node never answers a bootstrap token
+// again even if a later task fails. Once-only tasks are skipped when the node lock says they finished.
 func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []sequence.Task {
-	tasks := n.o.Hooks.storage(cfg, seq, &n.stateDir)
-	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.stateDir) }})
+	var tasks []sequence.Task
 	switch seq {
 	case fsm.SeqInit:
 		tasks = append(tasks,
@@ -144,5 +148,8 @@ func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []s
 		)
 	}
 	tasks = append(tasks, sequence.Task{Name: "api-mutual-tls", Run: n.useMutualTLS})
+	tasks = append(tasks, n.o.Hooks.storage(cfg, seq, &n.stateDir)...)
+	// STATE moves from RAM to its disk once mounted (a no-op when it was found there at boot).
+	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.stateDir) }})
 	return append(tasks, n.o.Hooks.workload(cfg, seq)...)
 }

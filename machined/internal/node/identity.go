@@ -34,12 +34,14 @@ func (n *Node) loadIdentity(state string) error {
 		return err
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.hostname == "" {
-		der, _ := x509.MarshalPKIXPublicKey(n.identity.Public())
+	name, key := n.hostname, n.identity
+	n.mu.Unlock()
+	if name == "" {
+		der, _ := x509.MarshalPKIXPublicKey(key.Public())
 		sum := sha256.Sum256(der)
-		n.hostname = "cairn-" + hex.EncodeToString(sum[:3])
+		name = "cairn-" + hex.EncodeToString(sum[:3])
 	}
+	n.setHostname(name)
 	return nil
 }
 

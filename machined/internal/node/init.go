@@ -67,10 +67,10 @@ func (n *Node) takeLock(ctx context.Context, seq fsm.Sequence, owner string, cfg
 	n.stopJoinClient()
 	n.mu.Lock()
 	n.machine = cfg
-	if cfg.Machine.Hostname != "" {
-		n.hostname = cfg.Machine.Hostname
-	}
 	n.mu.Unlock()
+	if cfg.Machine.Hostname != "" {
+		n.setHostname(cfg.Machine.Hostname)
+	}
 	n.o.Bus.Publish(events.Event{Kind: events.KindLock, Sequence: string(seq), Outcome: owner, Message: "node lock taken by " + owner})
 	if err := n.fsm.TransitionFrom([]fsm.State{fsm.Boot}, stateOf(seq)); err != nil {
 		release()

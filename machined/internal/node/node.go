@@ -49,6 +49,8 @@ type Options struct {
 	Now     func() time.Time
 	// Hostname is the name before a config sets one.
 	Hostname string
+	// OnHostname is told the node's name whenever it changes (to set the kernel's hostname and /etc).
+	OnHostname func(string)
 	// Addresses reports the node's addresses (for its certificate and Status).
 	Addresses func() []net.IP
 	// Join is where a node joins by itself from (cairn.join= / --join); empty: it waits for an operator.
@@ -154,6 +156,17 @@ func (n *Node) Machine() *config.MachineConfig {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.machine
+}
+
+// setHostname records the node's name and reports a change. Callers hold no lock.
+func (n *Node) setHostname(name string) {
+	n.mu.Lock()
+	changed := n.hostname != name
+	n.hostname = name
+	n.mu.Unlock()
+	if changed && n.o.OnHostname != nil {
+		n.o.OnHostname(name)
+	}
 }
 
 func (n *Node) setErr(err error) {

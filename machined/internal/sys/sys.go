@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,4 +77,28 @@ func (Machine) Reboot() error {
 func (Machine) PowerOff() error {
 	unix.Sync()
 	return unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+}
+
+// CtrlAltDelSignals makes the kernel send SIGINT to PID 1 on ctrl-alt-del instead of rebooting at once.
+func CtrlAltDelSignals() { unix.Reboot(unix.LINUX_REBOOT_CMD_CAD_OFF) }
+
+// RereadPartitions asks the kernel to re-read a disk's partition table (BLKRRPART), retrying while the
+// disk is briefly busy (a probe still has it open).
+func RereadPartitions(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for i := 0; ; i++ {
+		err = unix.IoctlSetInt(int(f.Fd()), unix.BLKRRPART, 0)
+		if err == nil || !errors.Is(err, unix.EBUSY) || i == 20 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("re-read partitions of %s: %w", path, err)
+	}
+	return nil
 }

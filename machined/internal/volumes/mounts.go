@@ -23,7 +23,7 @@ type Mount struct {
 type Usage func(path string) (size, used uint64, err error)
 
 // Disks lists the block devices with what is on them.
-func (m *Manager) Disks(ctx context.Context) ([]inventory.Disk, error) { return m.Scanner.Scan(ctx) }
+func (m *Manager) Disks(ctx context.Context) ([]inventory.Disk, error) { return m.scan(ctx) }
 
 // Mounts lists what is mounted under the node's root, each Cairn volume named, with filesystem UUIDs and
 // labels from the disks. In sandbox mode without block devices the volumes are directories and are listed
@@ -73,6 +73,16 @@ func (m *Manager) Mounts(ctx context.Context, usage Usage) ([]Mount, error) {
 				}
 				out = append(out, mt)
 			}
+		}
+	}
+	// A volume is what is visible at its target: the last mount there (the early tmpfs under /var is not).
+	last := map[string]int{}
+	for i, m := range out {
+		last[m.Target] = i
+	}
+	for i := range out {
+		if last[out[i].Target] != i {
+			out[i].Volume = ""
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Target < out[j].Target })

@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/disk/apply"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/disk/plan"
+	"github.com/cairn-os/cairn/machined/internal/disk/probe"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
@@ -42,6 +43,8 @@ type Manager struct {
 	Log     *slog.Logger
 	// MountInfo is the mount table to read ("" means the calling thread's).
 	MountInfo string
+	// Reread makes the kernel re-read a disk's partition table (sys.RereadPartitions).
+	Reread func(path string) error
 }
 
 // Directory is the plan action of a sandbox volume kept in a plain directory.
@@ -59,7 +62,7 @@ func (m *Manager) Plan(ctx context.Context, c *config.MachineConfig) (plan.Plan,
 	if !m.Devices {
 		return m.directoryPlan(c), nil
 	}
-	disks, err := m.Scanner.Scan(ctx)
+	disks, err := m.scan(ctx)
 	if err != nil {
 		return plan.Plan{}, err
 	}
@@ -162,14 +165,14 @@ func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, state *
 
 func (m *Manager) applier() *apply.Applier {
 	root := m.Paths.Root
-	return &apply.Applier{Disks: m.Scanner, Runner: m.Runner, Mounter: m.Mounter, Root: root, MountInfo: m.MountInfo,
+	return &apply.Applier{Disks: m.Scanner, Runner: m.Runner, Mounter: m.Mounter, Root: root, MountInfo: m.MountInfo, Reread: m.Reread,
 		Log: func(format string, args ...any) { m.Log.Info(fmt.Sprintf(format, args...)) }}
 }
 
 // findState mounts a STATE partition carrying a Cairn label at boot, so the node lock is read from it. No
 // such disk: STATE starts in RAM, under /run.
 func (m *Manager) findState(ctx context.Context, state *string) error {
-	disks, err := m.Scanner.Scan(ctx)
+	disks, err := m.scan(ctx)
 	if err != nil {
 		return err
 	}
@@ -232,3 +235,50 @@ func (m *Manager) StopTasks() []sequence.Task {
 
 // volumeTimeout bounds one volume: mkfs of a large disk under emulation can take minutes.
 const volumeTimeout = 10 * time.Minute
+
+// Labels that mark Cairn's boot media (set by the image builder).
+const (
+	bootISOLabel       = "CAIRN"
+	bootPartitionLabel = "CAIRN-EFI"
+)
+
+// BootMedia names the disks that carry Cairn's boot labels: the ISO (volume ID CAIRN) or the raw disk
+// (a GPT partition named CAIRN-EFI).
+func BootMedia(disks []inventory.Disk) []string {
+	var out []string
+	for _, d := range disks {
+		boot := false
+		for _, s := range d.Signatures {
+			if s.Type == probe.TypeISO9660 && s.Label == bootISOLabel {
+				boot = true
+			}
+		}
+		for _, p := range d.Partitions {
+			if p.Label == bootPartitionLabel {
+				boot = true
+			}
+		}
+		if boot {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// scan lists the disks, the boot media marked as never to be used: they are found by their labels at
+// every scan, since a boot disk's driver may load after machined starts.
+func (m *Manager) scan(ctx context.Context) ([]inventory.Disk, error) {
+	disks, err := m.Scanner.Scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	boot := BootMedia(disks)
+	for i := range disks {
+		for _, b := range boot {
+			if disks[i].Name == b {
+				disks[i].NotCandidate = inventory.NotCandidateBoot
+			}
+		}
+	}
+	return disks, nil
+}

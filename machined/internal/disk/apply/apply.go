@@ -39,6 +39,8 @@ type Applier struct {
 	Log func(format string, args ...any)
 	// Partitions finds a partition's device once its table is written; nil means KernelPartitions.
 	Partitions PartitionDevices
+	// Reread is KernelPartitions' way to make the kernel re-read a table (nil: blockdev).
+	Reread func(path string) error
 	// NewGUID makes partition GUIDs and filesystem UUIDs; nil means gpt.NewGUID.
 	NewGUID func() (gpt.GUID, error)
 }
@@ -207,7 +209,7 @@ func (a *Applier) devices() DeviceOpener {
 
 func (a *Applier) partitionDevices() PartitionDevices {
 	if a.Partitions == nil {
-		return KernelPartitions{Runner: a.Runner, Disks: a.Disks}
+		return KernelPartitions{Runner: a.Runner, Disks: a.Disks, Reread: a.Reread}
 	}
 	return a.Partitions
 }

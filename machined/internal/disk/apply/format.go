@@ -125,13 +125,22 @@ type PartitionDevices interface {
 type KernelPartitions struct {
 	Runner Runner
 	Disks  DiskReader
+	// Reread asks the kernel to re-read a disk's partition table (the BLKRRPART ioctl); nil runs
+	// `blockdev --rereadpt` through Runner.
+	Reread func(path string) error
 	// Wait bounds the wait for the device; 0 means 10 s.
 	Wait time.Duration
 }
 
 // Device implements PartitionDevices.
 func (k KernelPartitions) Device(ctx context.Context, d inventory.Disk, n int) (string, string, error) {
-	if _, err := k.Runner.Run(ctx, "blockdev", "--rereadpt", d.Path); err != nil {
+	var err error
+	if k.Reread != nil {
+		err = k.Reread(d.Path)
+	} else {
+		_, err = k.Runner.Run(ctx, "blockdev", "--rereadpt", d.Path)
+	}
+	if err != nil {
 		return "", "", fmt.Errorf("make the kernel re-read the partition table of %s: %w", d.Path, err)
 	}
 	wait := k.Wait

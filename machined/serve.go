@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/cairn-os/cairn/machined/internal/cmdline"
+	"github.com/cairn-os/cairn/machined/internal/disk/apply"
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/joinsvc"
+	"github.com/cairn-os/cairn/machined/internal/node"
+	"github.com/cairn-os/cairn/machined/internal/paths"
+	"github.com/cairn-os/cairn/machined/internal/proc"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
+	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/supervisor"
+	"github.com/cairn-os/cairn/machined/internal/sys"
+	"github.com/cairn-os/cairn/machined/internal/volumes"
+)
+
+// platform is what differs between a real node (PID 1) and sandbox mode.
+type platform struct {
+	sandbox bool
+	root    string
+	system  node.System
+	starter proc.Starter
+	// devices: volumes on block devices (the boot media are never touched: see volumes.BootMedia).
+	devices   bool
+	addresses func() []net.IP
+	// hostname is called whenever the node's name changes.
+	hostname func(string)
+	// beforeBoot runs after the API listens and before the node's boot sequence (PID 1 loads the
+	// storage modules there: the API answers first).
+	beforeBoot func()
+	// handle turns signals into node operations (PID 1); nil: signals end the process (sandbox).
+	handle func(n *node.Node)
+	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
+	exit func()
+}
+
+func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log *slog.Logger) error {
+	if plat.exit != nil {
+		defer plat.exit()
+	}
+	bus := events.NewBus(nil, nil)
+	token, generated := p.Token, false
+	if token == "" {
+		token, generated = randomHex(16), true
+	}
+	creds, err := server.NewCredentials(p.Hostname, plat.addresses(), time.Now())
+	if err != nil {
+		return err
+	}
+	services := supervisor.New(bus, log)
+	started := time.Now()
+	services.Register("machined", func() supervisor.Info {
+		return supervisor.Info{Name: "machined", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started, PID: os.Getpid()}
+	})
+	layout := paths.Paths{Root: plat.root}
+	vols := &volumes.Manager{Paths: layout, Devices: plat.devices, Mounter: sys.Mounter{}, Runner: apply.ExecRunner{Starter: plat.starter},
+		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions}
+	n := node.New(node.Options{
+		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,
+		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
+		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
+		Hooks: node.Hooks{Preflight: vols.Preflight, Storage: vols.Hook, Stop: func(fsm.Sequence) []sequence.Task { return vols.StopTasks() }},
+	})
+	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Usage: statfs,
+		Build: server.Build{Version: version, Commit: commit}},
+		&server.Auth{Creds: creds, Token: token, Bus: bus})
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("machine API: %w", err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(lis) }()
+	services.Register("apid", func() supervisor.Info {
+		return supervisor.Info{Name: "apid", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started}
+	})
+	log.Info("machine API listening", "address", lis.Addr().String(), "fingerprint", creds.Fingerprint(), "sandbox", plat.sandbox)
+	if generated {
+		log.Info("no bootstrap token was given: generated one", "token", token)
+	}
+	if plat.beforeBoot != nil {
+		plat.beforeBoot()
+	}
+	if err := n.Start(ctx); err != nil {
+		log.Error("boot", "error", err)
+	}
+	if !plat.sandbox {
+		st := n.Status()
+		banner(os.Stdout, st, creds.Fingerprint(), token, generated)
+	}
+	if plat.handle != nil {
+		go plat.handle(n)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("signal received: stopping")
+	case <-n.Finished():
+		log.Info("shut down")
+	case err := <-serveErr:
+		return fmt.Errorf("machine API: %w", err)
+	}
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		srv.Stop()
+	}
+	return nil
+}
+
+// sandboxSystem has no machine to reboot or power off: the node restarts in-process, or the process ends.
+type sandboxSystem struct{}
+
+func (sandboxSystem) Reboot() error   { return nil }
+func (sandboxSystem) PowerOff() error { return nil }
+
+func sandboxPlatform(o options, log *slog.Logger) platform {
+	return platform{
+		sandbox: true, root: o.root, system: sandboxSystem{}, starter: proc.Exec{}, devices: o.hostDisks,
+		addresses: func() []net.IP { return listenIPs(o.listen) },
+	}
+}
+
+func statfs(path string) (uint64, uint64, error) {
+	u, err := sys.Statfs(path)
+	return u.Size, u.Used, err
+}
