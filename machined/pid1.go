@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/sys"
+	"github.com/cairn-os/cairn/machined/internal/workload"
 )
 
 // fwCfgCmdline is where QEMU's -fw_cfg passes per-node kernel arguments to a node booted from the ISO or
@@ -77,9 +78,12 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		log.Warn("network", "error", err)
 	}
 	addresses := func() []net.IP { return et.addresses() }
+	modulesLoaded := make(chan struct{})
 	plat := platform{
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
-		hostname: et.setHostname,
+		bundle:       workload.Bundle{Bin: "/usr/bin", CNI: "/opt/cni/bin", Images: "/usr/share/cairn/images.tar"},
+		modulesReady: modulesLoaded,
+		hostname:     et.setHostname,
 		// The API answers first; then the storage modules (the node needs its disks to know whether it
 		// is configured); the rest (netfilter, bridge, overlay) load in the background until the
 		// workload needs them.
@@ -106,9 +110,6 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	}
 	return serve(context.Background(), o, p, plat, log)
 }
-
-// modulesLoaded is closed once every shipped module is loaded.
-var modulesLoaded = make(chan struct{})
 
 func loadModules(log *slog.Logger, l modules.Loader, what string, names []string) {
 	start := time.Now()

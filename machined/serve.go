@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
@@ -22,6 +24,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 	"github.com/cairn-os/cairn/machined/internal/volumes"
+	"github.com/cairn-os/cairn/machined/internal/workload"
 )
 
 // platform is what differs between a real node (PID 1) and sandbox mode.
@@ -42,6 +45,10 @@ type platform struct {
 	handle func(n *node.Node)
 	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
 	exit func()
+	// bundle is where containerd, runc, the CNI plugins and the images are.
+	bundle workload.Bundle
+	// modulesReady is closed once the kernel modules are loaded (nil: nothing to wait for).
+	modulesReady <-chan struct{}
 }
 
 func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log *slog.Logger) error {
@@ -65,13 +72,18 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	layout := paths.Paths{Root: plat.root}
 	vols := &volumes.Manager{Paths: layout, Devices: plat.devices, Mounter: sys.Mounter{}, Runner: apply.ExecRunner{Starter: plat.starter},
 		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions}
-	n := node.New(node.Options{
+	var n *node.Node
+	wl := &workload.Workload{Paths: layout, Sandbox: plat.sandbox, Bundle: plat.bundle, Services: services, Starter: plat.starter,
+		Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now,
+		Identity: func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) }}
+	n = node.New(node.Options{
 		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
-		Hooks: node.Hooks{Preflight: vols.Preflight, Storage: vols.Hook, Stop: func(fsm.Sequence) []sequence.Task { return vols.StopTasks() }},
+		Hooks: node.Hooks{Preflight: vols.Preflight, Storage: vols.Hook, Workload: wl.Hook,
+			Stop: func(fsm.Sequence) []sequence.Task { return append(wl.StopTasks(), vols.StopTasks()...) }},
 	})
-	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Usage: statfs,
+	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Usage: statfs,
 		Build: server.Build{Version: version, Commit: commit}},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
@@ -128,7 +140,19 @@ func sandboxPlatform(o options, log *slog.Logger) platform {
 	return platform{
 		sandbox: true, root: o.root, system: sandboxSystem{}, starter: proc.Exec{}, devices: o.hostDisks,
 		addresses: func() []net.IP { return listenIPs(o.listen) },
+		bundle: workload.Bundle{Bin: filepath.Join(o.bundle, "bin"), CNI: filepath.Join(o.bundle, "cni"),
+			Images: filepath.Join(o.bundle, "images.tar")},
 	}
+}
+
+func netipAddrs(ips []net.IP) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range ips {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
 }
 
 func statfs(path string) (uint64, uint64, error) {

@@ -39,6 +39,7 @@ const (
 	Machine_Services_FullMethodName        = "/cairn.machine.v1alpha1.Machine/Services"
 	Machine_Disks_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Disks"
 	Machine_Mounts_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Mounts"
+	Machine_Health_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Health"
 	Machine_ServiceStart_FullMethodName    = "/cairn.machine.v1alpha1.Machine/ServiceStart"
 	Machine_ServiceStop_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ServiceStop"
 	Machine_ServiceRestart_FullMethodName  = "/cairn.machine.v1alpha1.Machine/ServiceRestart"
@@ -72,6 +73,8 @@ type MachineClient interface {
 	Services(ctx context.Context, in *ServicesRequest, opts ...grpc.CallOption) (*ServicesResponse, error)
 	Disks(ctx context.Context, in *DisksRequest, opts ...grpc.CallOption) (*DisksResponse, error)
 	Mounts(ctx context.Context, in *MountsRequest, opts ...grpc.CallOption) (*MountsResponse, error)
+	// Health checks the node's Kubernetes: etcd, the API server, the control-plane pods, the node Ready.
+	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
 	// Operations.
 	ServiceStart(ctx context.Context, in *ServiceRequest, opts ...grpc.CallOption) (*ServiceResponse, error)
 	ServiceStop(ctx context.Context, in *ServiceRequest, opts ...grpc.CallOption) (*ServiceResponse, error)
@@ -286,6 +289,16 @@ func (c *machineClient) Mounts(ctx context.Context, in *MountsRequest, opts ...g
 	return out, nil
 }
 
+func (c *machineClient) Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HealthResponse)
+	err := c.cc.Invoke(ctx, Machine_Health_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) ServiceStart(ctx context.Context, in *ServiceRequest, opts ...grpc.CallOption) (*ServiceResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ServiceResponse)
@@ -389,6 +402,8 @@ type MachineServer interface {
 	Services(context.Context, *ServicesRequest) (*ServicesResponse, error)
 	Disks(context.Context, *DisksRequest) (*DisksResponse, error)
 	Mounts(context.Context, *MountsRequest) (*MountsResponse, error)
+	// Health checks the node's Kubernetes: etcd, the API server, the control-plane pods, the node Ready.
+	Health(context.Context, *HealthRequest) (*HealthResponse, error)
 	// Operations.
 	ServiceStart(context.Context, *ServiceRequest) (*ServiceResponse, error)
 	ServiceStop(context.Context, *ServiceRequest) (*ServiceResponse, error)
@@ -452,6 +467,9 @@ func (UnimplementedMachineServer) Disks(context.Context, *DisksRequest) (*DisksR
 }
 func (UnimplementedMachineServer) Mounts(context.Context, *MountsRequest) (*MountsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Mounts not implemented")
+}
+func (UnimplementedMachineServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
 }
 func (UnimplementedMachineServer) ServiceStart(context.Context, *ServiceRequest) (*ServiceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ServiceStart not implemented")
@@ -730,6 +748,24 @@ func _Machine_Mounts_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_Health_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HealthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).Health(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_Health_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).Health(ctx, req.(*HealthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_ServiceStart_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ServiceRequest)
 	if err := dec(in); err != nil {
@@ -895,6 +931,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Mounts",
 			Handler:    _Machine_Mounts_Handler,
+		},
+		{
+			MethodName: "Health",
+			Handler:    _Machine_Health_Handler,
 		},
 		{
 			MethodName: "ServiceStart",

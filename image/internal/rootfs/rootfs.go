@@ -180,10 +180,21 @@ func addTools(t *tree.Tree, c Config) error {
 			return fmt.Errorf("iptables extensions: %w (install iptables)", err)
 		}
 		for _, e := range exts {
-			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".so") {
-				if err := t.Copy(xtablesDir+"/"+e.Name(), filepath.Join(c.HostRoot, xtablesDir, e.Name()), 0o644); err != nil {
-					return err
+			if !strings.HasSuffix(e.Name(), ".so") {
+				continue
+			}
+			switch {
+			case e.Type().IsRegular():
+				err = t.Copy(xtablesDir+"/"+e.Name(), filepath.Join(c.HostRoot, xtablesDir, e.Name()), 0o644)
+			case e.Type()&os.ModeSymlink != 0:
+				// Several targets share one file (MASQUERADE, SNAT, DNAT → libxt_NAT.so).
+				var target string
+				if target, err = os.Readlink(filepath.Join(c.HostRoot, xtablesDir, e.Name())); err == nil {
+					err = t.Link(xtablesDir+"/"+e.Name(), target)
 				}
+			}
+			if err != nil {
+				return err
 			}
 		}
 	}

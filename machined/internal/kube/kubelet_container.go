@@ -78,6 +78,8 @@ func (r *Renderer) KubeletContainer(o KubeletOptions) Container {
 		to(l.ResolvConf(), resolvConfInKubelet, false, "ro"),
 		to(r.paths.Join("etc", "hosts"), "/etc/hosts", true, "ro"),
 		to(r.paths.Join("etc", "machine-id"), "/etc/machine-id", true, "ro"),
+		// The node's OS, which the kubelet reports as the Node's osImage.
+		to(r.paths.Join("etc", "os-release"), "/etc/os-release", true, "ro"),
 		to(r.paths.Join("lib", "modules"), "/lib/modules", true, "ro"),
 		// Not read by the kubelet since dockershim left; mounted so diagnostics in the container see the
 		// same network config containerd uses.

@@ -82,6 +82,7 @@ func TestKubeletOCISpec(t *testing.T) {
 			"/etc/resolv.conf":            {"/tmp/sbx/etc/resolv.conf", "ro"},
 			"/etc/hosts":                  {"/tmp/sbx/etc/hosts", "ro"},
 			"/etc/machine-id":             {"/tmp/sbx/etc/machine-id", "ro"},
+			"/etc/os-release":             {"/tmp/sbx/etc/os-release", "ro"},
 			"/lib/modules":                {"/tmp/sbx/lib/modules", "ro"},
 			"/tmp/sbx/etc/cni/net.d":      {"/tmp/sbx/etc/cni/net.d", "ro"},
 			"/tmp/sbx/opt/cni/bin":        {"/tmp/sbx/opt/cni/bin", "ro"},

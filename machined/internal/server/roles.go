@@ -30,6 +30,7 @@ var roles = map[string][]string{
 	machine.Machine_Services_FullMethodName: all,
 	machine.Machine_Disks_FullMethodName:    all,
 	machine.Machine_Mounts_FullMethodName:   all,
+	machine.Machine_Health_FullMethodName:   all,
 
 	machine.Machine_EtcdMembers_FullMethodName:    all,
 	machine.Machine_Plan_FullMethodName:           operators,

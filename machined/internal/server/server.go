@@ -39,6 +39,10 @@ type Server struct {
 	Bus       *events.Bus
 	Supervise Services
 	Storage   Storage
+	Kube      Kubernetes
+	LogSource LogSource // service, machined and pod logs (nil: Unimplemented)
+	KernelLog KernelLog // the kernel's ring buffer (nil: Unimplemented)
+	EtcdOps   EtcdOps   // etcd membership and snapshots on control planes (nil: Unimplemented)
 	Usage     volumes.Usage
 	Build     Build
 }
@@ -230,6 +234,7 @@ func toStatus(err error) error {
 		trans   *fsm.TransitionError
 		planErr *volumes.PlanError
 		already interface{ GRPCStatus() *status.Status }
+		precond interface{ Precondition() }
 	)
 	switch {
 	case errors.As(err, &already):
@@ -238,7 +243,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &held), errors.As(err, &busy):
 		return status.Error(codes.Aborted, err.Error())
-	case errors.As(err, &trans), errors.As(err, &planErr), errors.Is(err, node.ErrNotLocked):
+	case errors.As(err, &trans), errors.As(err, &planErr), errors.As(err, &precond), errors.Is(err, node.ErrNotLocked):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,8 +260,11 @@ func (s *Supervisor) probe(ctx context.Context, h *handle) {
 		}
 		h.set(func(i *Info) {
 			i.Health = health
-			if err != nil {
+			switch {
+			case err != nil:
 				i.LastError = "health: " + err.Error()
+			case strings.HasPrefix(i.LastError, "health: "):
+				i.LastError = "" // recovered: a stale probe failure would only mislead
 			}
 		})
 		if health != last {

@@ -102,3 +102,15 @@ func RereadPartitions(path string) error {
 	}
 	return nil
 }
+
+// BindShared makes dir a mount point of its own that propagates mounts both ways (mount --bind dir dir;
+// mount --make-rshared dir). Doing it twice is harmless: an existing shared mount point is left as is.
+func BindShared(dir string) error {
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REC|unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-os/cairn/api/machine"
+)
+
+func newKubeconfig(g *globals) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:   "kubeconfig [FILE]",
+		Short: "Write an admin kubeconfig for the cluster (admin only); to stdout without FILE",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ncs, closeAll, err := g.clients()
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			r, err := ncs[0].Kubeconfig(cmd.Context(), &machine.KubeconfigRequest{})
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				_, err := g.stdout.Write(r.Kubeconfig)
+				return err
+			}
+			if _, err := os.Stat(args[0]); err == nil && !force {
+				return fmt.Errorf("%s exists; pass --force to overwrite it", args[0])
+			}
+			if err := os.WriteFile(args[0], r.Kubeconfig, 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "wrote %s\n", args[0])
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "overwrite FILE")
+	return c
+}
+
+func newHealth(g *globals) *cobra.Command {
+	var wait time.Duration
+	c := &cobra.Command{
+		Use:   "health",
+		Short: "Wait until etcd is healthy, the API server ready, the control-plane pods running and the node Ready",
+		Long: `health checks the node's Kubernetes and prints each check: etcd healthy, kube-apiserver ready, the
+control-plane pods running and ready, the node Ready. It retries until every check passes or --wait runs out
+(0: check once), and exits non-zero if any check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.eachNode(func(nc nodeClient, prefix string) error {
+				ctx, cancel := cmd.Context(), context.CancelFunc(func() {})
+				if wait > 0 {
+					ctx, cancel = context.WithTimeout(ctx, wait)
+				}
+				defer cancel()
+				var r *machine.HealthResponse
+				var err error
+				for {
+					r, err = nc.Health(ctx, &machine.HealthRequest{})
+					if (err == nil && r.Ok) || wait == 0 || ctx.Err() != nil {
+						break
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(3 * time.Second):
+					}
+				}
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return printJSON(g.stdout, r)
+				}
+				w := table(g.stdout)
+				for _, c := range r.Checks {
+					mark := "ok"
+					if !c.Ok {
+						mark = "FAIL"
+					}
+					fmt.Fprintf(w, "%s%s\t%s\t%s\n", prefix, c.Name, mark, c.Message)
+				}
+				w.Flush()
+				if !r.Ok {
+					return fmt.Errorf("not healthy")
+				}
+				return nil
+			})
+		},
+	}
+	c.Flags().DurationVar(&wait, "wait", 5*time.Minute, "how long to wait for every check to pass")
+	return c
+}

@@ -1,0 +1,178 @@
+// Package kubeapi is the little of the Kubernetes API machined needs, over plain HTTPS with client
+// certificates: readiness, reading a Node, creating objects. machined does not need client-go's caches,
+// retries and codecs for that, nor their weight in PID 1.
+package kubeapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Client talks to one API server.
+type Client struct {
+	Server string
+	http   *http.Client
+}
+
+// New makes a client for server with the given PEM CA and client certificate.
+func New(server string, caPEM, certPEM, keyPEM []byte) (*Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("kubeapi: no CA certificate")
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("kubeapi: client certificate: %w", err)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ResponseHeaderTimeout: 20 * time.Second, IdleConnTimeout: 30 * time.Second}
+	return &Client{Server: strings.TrimSuffix(server, "/"), http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
+}
+
+// FromKubeconfig makes a client from a kubeconfig file with embedded certificates; server, when not
+// empty, replaces the kubeconfig's.
+func FromKubeconfig(path, server string) (*Client, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var kc clientcmdv1.Config
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	if len(kc.Clusters) == 0 || len(kc.AuthInfos) == 0 {
+		return nil, fmt.Errorf("kubeconfig %s: no cluster or user", path)
+	}
+	c, u := kc.Clusters[0].Cluster, kc.AuthInfos[0].AuthInfo
+	cert, key := u.ClientCertificateData, u.ClientKeyData
+	if len(cert) == 0 && u.ClientCertificate != "" {
+		// The kubelet's rotated credential: one PEM file with both.
+		both, err := os.ReadFile(u.ClientCertificate)
+		if err != nil {
+			return nil, err
+		}
+		cert, key = both, both
+	}
+	if server == "" {
+		server = c.Server
+	}
+	return New(server, c.CertificateAuthorityData, cert, key)
+}
+
+// StatusError is a response with an unexpected HTTP status.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
+
+// IsNotFound reports a 404.
+func IsNotFound(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusNotFound
+}
+
+// Get reads path into v (JSON).
+func (c *Client) Get(ctx context.Context, path string, v any) error {
+	body, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return nil
+	}
+	return json.Unmarshal(body, v)
+}
+
+// Create posts an object; one that exists already is not an error (every caller is idempotent).
+func (c *Client) Create(ctx context.Context, path string, obj []byte) error {
+	_, err := c.do(ctx, http.MethodPost, path, obj)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusConflict {
+		return nil
+	}
+	return err
+}
+
+// Patch applies a JSON merge patch.
+func (c *Client) Patch(ctx context.Context, path string, patch []byte) error {
+	_, err := c.doType(ctx, http.MethodPatch, path, patch, "application/merge-patch+json")
+	return err
+}
+
+// Delete deletes an object; one already gone is not an error.
+func (c *Client) Delete(ctx context.Context, path string) error {
+	_, err := c.do(ctx, http.MethodDelete, path, nil)
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	return c.doType(ctx, method, path, body, "application/json")
+}
+
+func (c *Client) doType(ctx context.Context, method, path string, body []byte, contentType string) ([]byte, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Server+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 300 {
+			msg = msg[:300] + "…"
+		}
+		return nil, &StatusError{Code: resp.StatusCode, Body: msg}
+	}
+	return data, nil
+}
+
+// Poll calls check every interval until it returns nil or ctx ends, then returns the last error.
+func Poll(ctx context.Context, interval time.Duration, check func(context.Context) error) error {
+	var last error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		last = check(cctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(interval):
+		}
+	}
+}

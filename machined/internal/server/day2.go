@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// LogLine is one line of a log.
+type LogLine struct {
+	Time    time.Time
+	Service string
+	Line    string
+}
+
+// LogSource streams a service's log: a supervised service (containerd, kubelet), machined itself, or a
+// Kubernetes static pod's container (kube-apiserver, etcd, ...). tail 0 means everything kept; with
+// follow it keeps sending until ctx ends.
+type LogSource interface {
+	Logs(ctx context.Context, service string, tail int, follow bool, send func(LogLine) error) error
+}
+
+// KernelLog streams the kernel's log (/dev/kmsg).
+type KernelLog interface {
+	Dmesg(ctx context.Context, tail int, follow bool, send func(LogLine) error) error
+}
+
+// EtcdMember is one member of the etcd cluster.
+type EtcdMember struct {
+	ID         uint64
+	Name       string
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
+}
+
+// EtcdOps are the etcd operations of a control-plane node.
+type EtcdOps interface {
+	Members(ctx context.Context) ([]EtcdMember, error)
+	// Snapshot writes a consistent snapshot to w and returns its SHA-256 (hex).
+	Snapshot(ctx context.Context, w io.Writer) (string, error)
+}

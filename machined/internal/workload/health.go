@@ -1,0 +1,86 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cairn-os/cairn/machined/internal/server"
+)
+
+// ErrNotRunning is returned before the node's Kubernetes has been set up; the API answers it with
+// FailedPrecondition.
+var ErrNotRunning error = notRunning{}
+
+type notRunning struct{}
+
+func (notRunning) Error() string {
+	return "Kubernetes is not set up on this node yet: Init or Join it, and wait until it is Running"
+}
+func (notRunning) Precondition() {}
+
+// controlPlanePods are the static pods every control-plane node runs.
+var controlPlanePods = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// Health checks etcd, the API server, the control-plane pods and the node's readiness.
+func (w *Workload) Health(ctx context.Context) []server.Check {
+	if w.Renderer() == nil {
+		return []server.Check{{Name: "kubernetes", Err: ErrNotRunning}}
+	}
+	checks := []server.Check{
+		{Name: "etcd", Err: w.EtcdHealthy(ctx), Message: "healthy"},
+		{Name: "apiserver", Err: w.APIServerReady(ctx), Message: "ready"},
+	}
+	msg, err := w.controlPlanePodsRunning(ctx)
+	checks = append(checks, server.Check{Name: "control-plane-pods", Err: err, Message: msg})
+	name, _ := w.Identity()
+	checks = append(checks, server.Check{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"})
+	return checks
+}
+
+func (w *Workload) controlPlanePodsRunning(ctx context.Context) (string, error) {
+	c, err := w.admin()
+	if err != nil {
+		return "", err
+	}
+	name, _ := w.Identity()
+	var pods corev1.PodList
+	if err := c.Get(ctx, "/api/v1/namespaces/kube-system/pods?fieldSelector=spec.nodeName%3D"+name, &pods); err != nil {
+		return "", err
+	}
+	var missing []string
+	for _, comp := range controlPlanePods {
+		if !podReady(pods.Items, comp+"-"+name) {
+			missing = append(missing, comp)
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("not running and ready: %s", strings.Join(missing, ", "))
+	}
+	return strings.Join(controlPlanePods, ", ") + " running", nil
+}
+
+func podReady(pods []corev1.Pod, name string) bool {
+	for _, p := range pods {
+		if p.Name != name || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AdminKubeconfig is a kubeconfig for the cluster endpoint with a fresh admin certificate.
+func (w *Workload) AdminKubeconfig() ([]byte, error) {
+	r := w.Renderer()
+	if r == nil {
+		return nil, ErrNotRunning
+	}
+	return r.AdminKubeconfig(w.Now())
+}

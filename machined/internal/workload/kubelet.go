@@ -1,0 +1,103 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"github.com/cairn-os/cairn/machined/internal/containerd"
+	"github.com/cairn-os/cairn/machined/internal/kube"
+	"github.com/cairn-os/cairn/machined/internal/supervisor"
+)
+
+// writeControlPlane writes the static pods of kube-apiserver, the controller-manager and the scheduler.
+// They are rewritten on every boot, so a changed setting or version takes effect.
+func (w *Workload) writeControlPlane(context.Context) error {
+	files, err := w.Renderer().ControlPlaneManifests()
+	if err != nil {
+		return err
+	}
+	return kube.WriteFiles(files)
+}
+
+// writeEtcd writes etcd's static pod. It runs after the ETCD volume is mounted (the storage tasks come
+// first in every sequence), and the kubelet cannot start etcd before this file exists: etcd never starts
+// on the node's root filesystem by mistake (kops' guard).
+func (w *Workload) writeEtcd(context.Context) error {
+	r := w.Renderer()
+	if _, err := os.Stat(r.Layout().EtcdData()); err != nil {
+		return fmt.Errorf("the etcd volume is not there: %w", err)
+	}
+	f, err := r.EtcdManifest(kube.EtcdOptions{})
+	if err != nil {
+		return err
+	}
+	return kube.WriteFiles(kube.Files{f})
+}
+
+func (w *Workload) kubeletOptions() kube.KubeletOptions {
+	return kube.KubeletOptions{AllowCgroupV1: w.Sandbox && !exists("/sys/fs/cgroup/cgroup.controllers")}
+}
+
+// startKubelet writes the kubelet's config and runs it as a containerd container.
+func (w *Workload) startKubelet(context.Context) error {
+	r := w.Renderer()
+	opts := w.kubeletOptions()
+	cfg, err := r.KubeletConfig(opts)
+	if err != nil {
+		return err
+	}
+	if err := kube.WriteFiles(kube.Files{cfg}); err != nil {
+		return err
+	}
+	l := r.Layout()
+	for _, d := range []string{l.KubeletDir(), l.PodLogs(), l.Manifests()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	w.mu.Lock()
+	shared := w.shared
+	w.mu.Unlock()
+	if !shared {
+		if err := w.BindShared(l.KubeletDir()); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.shared = true
+		w.mu.Unlock()
+	}
+	c := r.KubeletContainer(opts)
+	w.Services.Start(supervisor.Service{
+		Name: "kubelet",
+		Runner: &containerd.Container{
+			Client:    func() *client.Client { return w.containerdClient() },
+			Namespace: containerd.NamespaceCairn,
+			ID:        "kubelet",
+			Image:     c.Image,
+			Spec:      []oci.SpecOpts{c.SpecOpts(exists)},
+		},
+		Health: func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, kube.KubeletHealthzURL(), nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("healthz: HTTP %d", resp.StatusCode)
+			}
+			return nil
+		},
+	})
+	return nil
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -1,0 +1,152 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cairn-os/cairn/machined/internal/kube"
+	"github.com/cairn-os/cairn/machined/internal/kubeapi"
+)
+
+// admin is a client for this node's own API server, as the cluster admin.
+func (w *Workload) admin() (*kubeapi.Client, error) {
+	r := w.Renderer()
+	return kubeapi.FromKubeconfig(r.Layout().KubernetesFile(kube.AdminConf), "https://127.0.0.1:6443")
+}
+
+func (w *Workload) etcdClient() (*kubeapi.Client, error) {
+	l := w.Renderer().Layout()
+	read := func(name string) []byte { b, _ := os.ReadFile(l.PKIFile(name)); return b }
+	return kubeapi.New("https://127.0.0.1:2379", read(kube.EtcdCACert), read(kube.EtcdHealthcheckCert), read(kube.EtcdHealthcheckKey))
+}
+
+// EtcdHealthy checks etcd's /health as the kubeadm health-check client does.
+func (w *Workload) EtcdHealthy(ctx context.Context) error {
+	c, err := w.etcdClient()
+	if err != nil {
+		return err
+	}
+	var h struct {
+		Health string `json:"health"`
+		Reason string `json:"reason"`
+	}
+	if err := c.Get(ctx, "/health", &h); err != nil {
+		return err
+	}
+	if h.Health != "true" {
+		return fmt.Errorf("etcd reports health %q %s", h.Health, h.Reason)
+	}
+	return nil
+}
+
+// APIServerReady checks /readyz.
+func (w *Workload) APIServerReady(ctx context.Context) error {
+	c, err := w.admin()
+	if err != nil {
+		return err
+	}
+	return c.Get(ctx, "/readyz", nil)
+}
+
+func (w *Workload) waitEtcd(ctx context.Context) error {
+	return kubeapi.Poll(ctx, 2*time.Second, w.EtcdHealthy)
+}
+
+func (w *Workload) waitAPIServer(ctx context.Context) error {
+	return kubeapi.Poll(ctx, 2*time.Second, w.APIServerReady)
+}
+
+// publishBootstrap creates what nodes need to join with a bootstrap token (idempotent).
+func (w *Workload) publishBootstrap(ctx context.Context) error {
+	c, err := w.admin()
+	if err != nil {
+		return err
+	}
+	objs, err := w.Renderer().BootstrapObjects(kube.BootstrapOptions{})
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		body, err := o.JSON()
+		if err != nil {
+			return err
+		}
+		if err := c.Create(ctx, o.Path, body); err != nil {
+			return fmt.Errorf("create %s: %w", o.ItemPath(), err)
+		}
+	}
+	return nil
+}
+
+// Node reads this node's Node object.
+func (w *Workload) Node(ctx context.Context) (*corev1.Node, error) {
+	c, err := w.admin()
+	if err != nil {
+		return nil, err
+	}
+	name, _ := w.Identity()
+	var n corev1.Node
+	if err := c.Get(ctx, "/api/v1/nodes/"+name, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// podNetwork waits for the controller-manager to give the node its PodCIDR, then writes the CNI bridge
+// config for it (kops' cbr0): the node needs no network add-on to become Ready.
+func (w *Workload) podNetwork(ctx context.Context) error {
+	var cidr string
+	err := kubeapi.Poll(ctx, 2*time.Second, func(ctx context.Context) error {
+		n, err := w.Node(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Spec.PodCIDR == "" {
+			return fmt.Errorf("node %s has no PodCIDR yet", n.Name)
+		}
+		cidr = n.Spec.PodCIDR
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The kubelet may not label its own node with a role; the admin can.
+	if c, err := w.admin(); err == nil {
+		name, _ := w.Identity()
+		patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
+		if err := c.Patch(ctx, "/api/v1/nodes/"+name, patch); err != nil {
+			w.Log.Warn("label the node as a control plane", "error", err)
+		}
+	}
+	f, err := w.Renderer().CNIConfig(cidr, kube.CNIOptions{})
+	if err != nil {
+		return err
+	}
+	w.Log.Info("pod network", "podCIDR", cidr)
+	return kube.WriteFiles(kube.Files{f})
+}
+
+// NodeReady reports whether the node's Ready condition is True.
+func (w *Workload) NodeReady(ctx context.Context) error {
+	n, err := w.Node(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("node %s is not Ready: %s", n.Name, c.Message)
+		}
+	}
+	return fmt.Errorf("node %s reports no Ready condition yet", n.Name)
+}
+
+func (w *Workload) waitNodeReady(ctx context.Context) error {
+	return kubeapi.Poll(ctx, 2*time.Second, w.NodeReady)
+}

@@ -1,0 +1,219 @@
+// Package workload brings up Kubernetes on a configured node: it writes the PKI and configs the kube
+// package renders, runs containerd and the kubelet as supervised services, imports the image bundle,
+// writes the static pods (etcd only once its disk is mounted), publishes the bootstrap objects, writes the
+// pod network for the node's PodCIDR, and waits for etcd, the API server and the node to be Ready, each
+// step a task of the node's sequence.
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/containerd"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/kube"
+	"github.com/cairn-os/cairn/machined/internal/paths"
+	"github.com/cairn-os/cairn/machined/internal/proc"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
+	"github.com/cairn-os/cairn/machined/internal/supervisor"
+)
+
+// Bundle is where the node's runtime and images are: the image's /usr/bin, /opt/cni/bin and
+// /usr/share/cairn/images.tar, or the bundle directory in sandbox mode.
+type Bundle struct {
+	Bin, CNI, Images string
+}
+
+// BindShared makes a directory a shared mount point (bind it onto itself, make it rshared), so mounts the
+// kubelet makes under it reach containerd and back.
+type BindShared func(dir string) error
+
+// Workload is the Kubernetes side of a node.
+type Workload struct {
+	Paths      paths.Paths
+	Sandbox    bool
+	Bundle     Bundle
+	Services   *supervisor.Supervisor
+	Starter    proc.Starter
+	Log        *slog.Logger
+	BindShared BindShared
+	// Identity reports the node's name and addresses at the time a task runs.
+	Identity func() (string, []netip.Addr)
+	// Ready is closed once the kernel modules the workload needs are loaded (nil: no wait).
+	Ready <-chan struct{}
+	// Now is the clock for certificates.
+	Now func() time.Time
+
+	mu       sync.Mutex
+	client   *client.Client
+	renderer *kube.Renderer
+	shared   bool // the kubelet's directory is a shared mount point already (sandbox in-process reboots)
+}
+
+// Timeouts under emulation: the API server takes minutes to start on an emulated CPU.
+const (
+	startTimeout = 15 * time.Minute
+	waitTimeout  = 20 * time.Minute
+)
+
+// Hook returns the workload's tasks for a sequence (node.Hooks.Workload).
+func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task {
+	if c.Machine.Type != config.TypeControlPlane {
+		return nil // workers: the join issue
+	}
+	t := func(name string, run func(context.Context) error) sequence.Task {
+		return sequence.Task{Name: name, Timeout: startTimeout, Run: run}
+	}
+	return []sequence.Task{
+		t("kernel-modules", w.waitModules),
+		t("render", func(context.Context) error { return w.render(c) }),
+		{Name: "kubernetes-pki", Once: true, Run: w.writePKI},
+		t("containerd", w.startContainerd),
+		t("import-images", w.importImages),
+		t("control-plane-manifests", w.writeControlPlane),
+		t("etcd-manifest", w.writeEtcd),
+		t("kubelet", w.startKubelet),
+		{Name: "etcd-healthy", Timeout: waitTimeout, Run: w.waitEtcd},
+		{Name: "apiserver-ready", Timeout: waitTimeout, Run: w.waitAPIServer},
+		t("bootstrap-objects", w.publishBootstrap),
+		{Name: "pod-network", Timeout: waitTimeout, Run: w.podNetwork},
+		{Name: "node-ready", Timeout: waitTimeout, Run: w.waitNodeReady},
+	}
+}
+
+// StopTasks stop the kubelet, the pods and containerd before a reboot or shutdown, so the volumes
+// unmount cleanly.
+func (w *Workload) StopTasks() []sequence.Task {
+	return []sequence.Task{{Name: "stop-kubernetes", Timeout: 2 * time.Minute, Run: func(ctx context.Context) error {
+		if err := w.Services.Stop(ctx, "kubelet"); err != nil && !isUnknown(err) {
+			return err
+		}
+		w.killPods(ctx)
+		if err := w.Services.Stop(ctx, "containerd"); err != nil && !isUnknown(err) {
+			return err
+		}
+		w.mu.Lock()
+		if w.client != nil {
+			w.client.Close()
+			w.client = nil
+		}
+		w.mu.Unlock()
+		return nil
+	}}}
+}
+
+func (w *Workload) waitModules(ctx context.Context) error {
+	if w.Ready == nil {
+		return nil
+	}
+	select {
+	case <-w.Ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Workload) render(c *config.MachineConfig) error {
+	name, ips := w.Identity()
+	r, err := kube.New(c, kube.Node{Name: name, IPs: ips}, w.Paths, kube.DefaultImages())
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.renderer = r
+	w.mu.Unlock()
+	return nil
+}
+
+// Renderer is the node's renderer once the workload has started (nil before).
+func (w *Workload) Renderer() *kube.Renderer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.renderer
+}
+
+// writePKI writes the cluster PKI and the components' kubeconfigs once: the leaf certificates are made on
+// this node, and making them again on every boot would change them under running clients.
+func (w *Workload) writePKI(context.Context) error {
+	r := w.Renderer()
+	files, err := r.PKI(w.Now())
+	if err != nil {
+		return err
+	}
+	kcs, err := r.Kubeconfigs(w.Now())
+	if err != nil {
+		return err
+	}
+	return kube.WriteFiles(append(files, kcs...))
+}
+
+func (w *Workload) startContainerd(ctx context.Context) error {
+	r := w.Renderer()
+	l := r.Layout()
+	opts := kube.ContainerdOptions{RestrictOOMScoreAdj: w.Sandbox}
+	if w.Sandbox {
+		opts.CNIBinDir = w.Bundle.CNI
+	}
+	cfg, err := r.ContainerdConfig(opts)
+	if err != nil {
+		return err
+	}
+	if err := kube.WriteFiles(kube.Files{cfg}); err != nil {
+		return err
+	}
+	for _, d := range []string{l.ContainerdRoot(), l.ContainerdState(), l.CNIConfDir(), l.Log()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	w.Services.Start(supervisor.Service{
+		Name: "containerd",
+		Runner: &supervisor.Process{
+			Path:    filepath.Join(w.Bundle.Bin, "containerd"),
+			Args:    []string{"--config", l.ContainerdConfig()},
+			Env:     []string{"PATH=" + w.Bundle.Bin + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"},
+			Starter: w.Starter,
+		},
+		Health: func(ctx context.Context) error {
+			c := w.containerdClient()
+			if c == nil {
+				return fmt.Errorf("not connected")
+			}
+			ok, err := c.IsServing(ctx)
+			if err == nil && !ok {
+				err = fmt.Errorf("not serving")
+			}
+			return err
+		},
+	})
+	cli, err := containerd.Connect(ctx, l.ContainerdSocket())
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.client != nil {
+		w.client.Close()
+	}
+	w.client = cli
+	w.mu.Unlock()
+	return nil
+}
+
+func (w *Workload) containerdClient() *client.Client {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.client
+}
+
+func isUnknown(err error) bool { return errors.Is(err, supervisor.ErrUnknown) }
