@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 
@@ -72,7 +73,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	if p.Hostname == "" {
 		p.Hostname = plan.Hostname
 	}
-	et := &etcFiles{log: log, cfgr: cfgr}
+	et := &etcFiles{log: log, cfgr: cfgr, plan: plan}
 	cfgr.OnChange = et.write
 	if err := cfgr.Apply(context.Background(), plan, 5*time.Second); err != nil {
 		log.Warn("network", "error", err)
@@ -159,13 +160,26 @@ func kernelRelease() string {
 // etcFiles keeps /etc/hostname, /etc/hosts and /etc/resolv.conf current with the network and the
 // node's name.
 type etcFiles struct {
-	log  *slog.Logger
-	cfgr *netcfg.Configurator
-	name string
+	log   *slog.Logger
+	cfgr  *netcfg.Configurator
+	plan  netcfg.Plan
+	mu    sync.Mutex
+	name  string
+	extra map[string][]netip.Addr
+}
+
+// setExtra publishes discovery names (the API endpoint's and the control planes').
+func (e *etcFiles) setExtra(names map[string][]netip.Addr) {
+	e.mu.Lock()
+	e.extra = names
+	e.mu.Unlock()
+	e.write()
 }
 
 func (e *etcFiles) setHostname(name string) {
+	e.mu.Lock()
 	e.name = name
+	e.mu.Unlock()
 	if err := sys.SetHostname(name); err != nil {
 		e.log.Warn("hostname", "error", err)
 	}
@@ -178,11 +192,13 @@ func (e *etcFiles) write() {
 	if a := e.addresses(); len(a) > 0 {
 		self, _ = netip.AddrFromSlice(a[0].To4())
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	// In place, not by rename: kubelet bind-mounts these files into pods, and a rename would leave them
 	// on the old inode.
 	errs := []error{
 		os.WriteFile("/etc/hostname", []byte(e.name+"\n"), 0o644),
-		os.WriteFile("/etc/hosts", netcfg.Hosts(e.name, self, nil), 0o644),
+		os.WriteFile("/etc/hosts", netcfg.Hosts(e.name, self, e.extra), 0o644),
 		os.WriteFile("/etc/resolv.conf", netcfg.ResolvConf(st.Nameservers, nil), 0o644),
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -190,14 +206,22 @@ func (e *etcFiles) write() {
 	}
 }
 
-// addresses lists the node's configured addresses, the interface with the default route first.
+// addresses lists the node's configured addresses: static ones first (on a VM with a NAT NIC and a
+// cluster NIC, the NAT address is the same on every node), then the default route's interface.
 func (e *etcFiles) addresses() []net.IP {
 	st := e.cfgr.State()
+	static := map[string]bool{}
+	for _, itf := range e.plan.Ifaces {
+		static[itf.Name] = itf.Static
+	}
 	names := make([]string, 0, len(st.Addrs))
 	for n := range st.Addrs {
 		names = append(names, n)
 	}
 	sort.Slice(names, func(i, j int) bool {
+		if static[names[i]] != static[names[j]] {
+			return static[names[i]]
+		}
 		if (names[i] == st.DefaultIface) != (names[j] == st.DefaultIface) {
 			return names[i] == st.DefaultIface
 		}

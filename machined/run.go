@@ -19,16 +19,17 @@ import (
 // options are machined's flags. On a real node every setting comes from the kernel command line; the
 // flags exist for sandbox mode, where machined runs as an ordinary process under --root.
 type options struct {
-	root      string
-	listen    string
-	token     string
-	join      string
-	joinToken string
-	joinCA    string
-	hostname  string
-	cmdline   string
-	hostDisks bool
-	bundle    string
+	root       string
+	listen     string
+	token      string
+	join       string
+	joinToken  string
+	joinCA     string
+	hostname   string
+	cmdline    string
+	hostDisks  bool
+	bundle     string
+	joinListen string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -44,6 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.hostname, "hostname", "", "the node's hostname before a config sets one (cairn.hostname=)")
 	fs.StringVar(&o.cmdline, "cmdline", "", "sandbox mode: a kernel command line to read settings from, instead of none")
 	fs.BoolVar(&o.hostDisks, "host-disks", false, "sandbox mode: put volumes on the host's block devices that the config selects (run in a private mount namespace), instead of directories under --root")
+	fs.StringVar(&o.joinListen, "join-listen", ":50001", "address of the join service (control-plane nodes in Running)")
 	fs.StringVar(&o.bundle, "bundle", "", "sandbox mode: the Kubernetes bundle directory (_out/bundle) with containerd, runc, the CNI plugins and images.tar")
 	if err := fs.Parse(args); err != nil {
 		return o, err

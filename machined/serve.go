@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
 	"github.com/cairn-os/cairn/machined/internal/disk/apply"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
@@ -38,6 +40,8 @@ type platform struct {
 	addresses func() []net.IP
 	// hostname is called whenever the node's name changes.
 	hostname func(string)
+	// hosts publishes discovery names into /etc/hosts (nil in sandbox mode: the host's is not ours).
+	hosts func(map[string][]netip.Addr)
 	// beforeBoot runs after the API listens and before the node's boot sequence (PID 1 loads the
 	// storage modules there: the API answers first).
 	beforeBoot func()
@@ -73,9 +77,20 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	vols := &volumes.Manager{Paths: layout, Devices: plat.devices, Mounter: sys.Mounter{}, Runner: apply.ExecRunner{Starter: plat.starter},
 		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions}
 	var n *node.Node
+	joinSvc := &joinsvc.Service{Bus: bus}
 	wl := &workload.Workload{Paths: layout, Sandbox: plat.sandbox, Bundle: plat.bundle, Services: services, Starter: plat.starter,
-		Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now,
-		Identity: func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) }}
+		Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now, Hosts: plat.hosts,
+		Identity: func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) },
+		Ticket:   func() (*machine.JoinTicket, error) { return n.Ticket() },
+		StartJoinService: func() error {
+			cert, err := n.IdentityChain()
+			if err != nil {
+				return err
+			}
+			return joinSvc.Start(o.joinListen, cert)
+		}}
+	tokens := joinsvc.NewTokens(func() string { return filepath.Join(n.StateDir(), joinsvc.TokensFile) }, time.Now)
+	joinSvc.Issuer = &joinsvc.Issuer{Tokens: tokens, Config: func() *config.MachineConfig { return n.Machine() }, Members: wl.Members, Now: time.Now}
 	n = node.New(node.Options{
 		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
@@ -83,7 +98,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Hooks: node.Hooks{Preflight: vols.Preflight, Storage: vols.Hook, Workload: wl.Hook,
 			Stop: func(fsm.Sequence) []sequence.Task { return append(wl.StopTasks(), vols.StopTasks()...) }},
 	})
-	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Usage: statfs,
+	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Usage: statfs, JoinTokens: tokens,
 		Build: server.Build{Version: version, Commit: commit}},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)

@@ -28,7 +28,7 @@ func ResolvConf(nameservers []netip.Addr, search []string) []byte {
 // Hosts renders /etc/hosts: localhost, the node's own name, and extra names (the API endpoint name and
 // each control-plane member, kept current from cluster membership: protokube's DNS job without a DNS
 // provider).
-func Hosts(hostname string, self netip.Addr, extra map[string]netip.Addr) []byte {
+func Hosts(hostname string, self netip.Addr, extra map[string][]netip.Addr) []byte {
 	var b strings.Builder
 	b.WriteString("# written by machined\n127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
 	if hostname != "" {
@@ -44,7 +44,9 @@ func Hosts(hostname string, self netip.Addr, extra map[string]netip.Addr) []byte
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(&b, "%s %s\n", extra[n], n)
+		for _, a := range extra[n] {
+			fmt.Fprintf(&b, "%s %s\n", a, n)
+		}
 	}
 	return []byte(b.String())
 }

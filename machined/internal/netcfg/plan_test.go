@@ -79,7 +79,7 @@ func TestFiles(t *testing.T) {
 	if strings.Count(got, "nameserver") != 1 {
 		t.Errorf("ResolvConf repeats a server:\n%s", got)
 	}
-	h := string(Hosts("cp1", netip.MustParseAddr("10.5.0.2"), map[string]netip.Addr{"api.internal.demo": netip.MustParseAddr("10.5.0.2")}))
+	h := string(Hosts("cp1", netip.MustParseAddr("10.5.0.2"), map[string][]netip.Addr{"api.internal.demo": {netip.MustParseAddr("10.5.0.2")}}))
 	for _, want := range []string{"127.0.0.1 localhost", "10.5.0.2 cp1", "10.5.0.2 api.internal.demo"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("Hosts lacks %q:\n%s", want, h)

@@ -156,3 +156,32 @@ func (n *Node) useMutualTLS(context.Context) error {
 }
 
 func publicKeyPEM(k *ecdsa.PrivateKey) ([]byte, error) { return pki.EncodePublicKey(k.Public()) }
+
+// IdentityChain is the node's machine-API certificate with the machine CA after it, and its key: what
+// the join service presents, so a joining node can pin the CA.
+func (n *Node) IdentityChain() (tls.Certificate, error) {
+	n.mu.Lock()
+	dir := filepath.Join(n.stateDir, "pki")
+	n.mu.Unlock()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, identityCert), filepath.Join(dir, identityKey))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, identityCA))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	ca, err := pki.ParseCert(caPEM)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	cert.Certificate = append(cert.Certificate, ca.Raw)
+	return cert, nil
+}
+
+// StateDir is where STATE is now (RAM before its disk is mounted).
+func (n *Node) StateDir() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stateDir
+}

@@ -96,6 +96,9 @@ func (n *Node) storeTicketCertificate(t *machine.JoinTicket) error {
 	return n.writeCertificate(t.MachineCert, t.MachineCa)
 }
 
+// Ticket is the join ticket a joined node keeps in STATE.
+func (n *Node) Ticket() (*machine.JoinTicket, error) { return n.loadTicket() }
+
 func (n *Node) loadTicket() (*machine.JoinTicket, error) {
 	data, err := os.ReadFile(filepath.Join(n.lock.Dir(), TicketFile))
 	if err != nil {

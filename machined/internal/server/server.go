@@ -35,16 +35,17 @@ type Services interface {
 // Server implements the Machine service.
 type Server struct {
 	machine.UnimplementedMachineServer
-	Node      *node.Node
-	Bus       *events.Bus
-	Supervise Services
-	Storage   Storage
-	Kube      Kubernetes
-	LogSource LogSource // service, machined and pod logs (nil: Unimplemented)
-	KernelLog KernelLog // the kernel's ring buffer (nil: Unimplemented)
-	EtcdOps   EtcdOps   // etcd membership and snapshots on control planes (nil: Unimplemented)
-	Usage     volumes.Usage
-	Build     Build
+	Node       *node.Node
+	Bus        *events.Bus
+	Supervise  Services
+	Storage    Storage
+	Kube       Kubernetes
+	LogSource  LogSource // service, machined and pod logs (nil: Unimplemented)
+	KernelLog  KernelLog // the kernel's ring buffer (nil: Unimplemented)
+	EtcdOps    EtcdOps   // etcd membership and snapshots on control planes (nil: Unimplemented)
+	JoinTokens JoinTokens
+	Usage      volumes.Usage
+	Build      Build
 }
 
 // Build identifies the running binary.

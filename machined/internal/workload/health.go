@@ -29,13 +29,16 @@ func (w *Workload) Health(ctx context.Context) []server.Check {
 	if w.Renderer() == nil {
 		return []server.Check{{Name: "kubernetes", Err: ErrNotRunning}}
 	}
+	name, _ := w.Identity()
+	if !w.controlPlane() {
+		return []server.Check{{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"}}
+	}
 	checks := []server.Check{
 		{Name: "etcd", Err: w.EtcdHealthy(ctx), Message: "healthy"},
 		{Name: "apiserver", Err: w.APIServerReady(ctx), Message: "ready"},
 	}
 	msg, err := w.controlPlanePodsRunning(ctx)
 	checks = append(checks, server.Check{Name: "control-plane-pods", Err: err, Message: msg})
-	name, _ := w.Identity()
 	checks = append(checks, server.Check{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"})
 	return checks
 }
@@ -79,7 +82,7 @@ func podReady(pods []corev1.Pod, name string) bool {
 // AdminKubeconfig is a kubeconfig for the cluster endpoint with a fresh admin certificate.
 func (w *Workload) AdminKubeconfig() ([]byte, error) {
 	r := w.Renderer()
-	if r == nil {
+	if r == nil || !w.controlPlane() {
 		return nil, ErrNotRunning
 	}
 	return r.AdminKubeconfig(w.Now())

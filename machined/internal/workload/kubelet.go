@@ -40,7 +40,7 @@ func (w *Workload) writeEtcd(context.Context) error {
 }
 
 func (w *Workload) kubeletOptions() kube.KubeletOptions {
-	return kube.KubeletOptions{AllowCgroupV1: w.Sandbox && !exists("/sys/fs/cgroup/cgroup.controllers")}
+	return kube.KubeletOptions{AllowCgroupV1: w.Sandbox && !exists("/sys/fs/cgroup/cgroup.controllers"), Bootstrap: !w.controlPlane()}
 }
 
 // startKubelet writes the kubelet's config and runs it as a containerd container.

@@ -84,7 +84,7 @@ func (w *Workload) publishBootstrap(ctx context.Context) error {
 
 // Node reads this node's Node object.
 func (w *Workload) Node(ctx context.Context) (*corev1.Node, error) {
-	c, err := w.admin()
+	c, err := w.nodeClient()
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (w *Workload) podNetwork(ctx context.Context) error {
 		return err
 	}
 	// The kubelet may not label its own node with a role; the admin can.
-	if c, err := w.admin(); err == nil {
+	if c, err := w.admin(); err == nil && w.controlPlane() {
 		name, _ := w.Identity()
 		patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
 		if err := c.Patch(ctx, "/api/v1/nodes/"+name, patch); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/containerd"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/kube"
@@ -53,11 +54,20 @@ type Workload struct {
 	Ready <-chan struct{}
 	// Now is the clock for certificates.
 	Now func() time.Time
+	// Ticket returns a joined node's join ticket.
+	Ticket func() (*machine.JoinTicket, error)
+	// StartJoinService starts the join service on a control plane (idempotent).
+	StartJoinService func() error
+	// Hosts publishes discovery names into /etc/hosts (nil: not this node's job, e.g. sandbox mode).
+	Hosts func(map[string][]netip.Addr)
 
 	mu       sync.Mutex
 	client   *client.Client
 	renderer *kube.Renderer
 	shared   bool // the kubelet's directory is a shared mount point already (sandbox in-process reboots)
+	cfg      *config.MachineConfig
+	// refreshing: the discovery names' refresher runs.
+	refreshing bool
 }
 
 // Timeouts under emulation: the API server takes minutes to start on an emulated CPU.
@@ -68,11 +78,21 @@ const (
 
 // Hook returns the workload's tasks for a sequence (node.Hooks.Workload).
 func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task {
-	if c.Machine.Type != config.TypeControlPlane {
-		return nil // workers: the join issue
-	}
 	t := func(name string, run func(context.Context) error) sequence.Task {
 		return sequence.Task{Name: name, Timeout: startTimeout, Run: run}
+	}
+	if c.Machine.Type == config.TypeWorker {
+		return []sequence.Task{
+			t("kernel-modules", w.waitModules),
+			t("render", func(context.Context) error { return w.render(c) }),
+			t("worker-files", w.writeWorkerFiles),
+			t("containerd", w.startContainerd),
+			t("import-images", w.importImages),
+			t("kubelet", w.startKubelet),
+			{Name: "pod-network", Timeout: waitTimeout, Run: w.podNetwork},
+			{Name: "node-ready", Timeout: waitTimeout, Run: w.waitNodeReady},
+			t("discovery-names", w.discoveryNames),
+		}
 	}
 	return []sequence.Task{
 		t("kernel-modules", w.waitModules),
@@ -88,6 +108,8 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 		t("bootstrap-objects", w.publishBootstrap),
 		{Name: "pod-network", Timeout: waitTimeout, Run: w.podNetwork},
 		{Name: "node-ready", Timeout: waitTimeout, Run: w.waitNodeReady},
+		t("join-service", func(context.Context) error { return w.StartJoinService() }),
+		t("discovery-names", w.discoveryNames),
 	}
 }
 
@@ -131,9 +153,36 @@ func (w *Workload) render(c *config.MachineConfig) error {
 		return err
 	}
 	w.mu.Lock()
-	w.renderer = r
+	w.renderer, w.cfg = r, c
 	w.mu.Unlock()
 	return nil
+}
+
+func (w *Workload) config() *config.MachineConfig {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cfg
+}
+
+func (w *Workload) ticket() (*machine.JoinTicket, error) {
+	if w.Ticket == nil {
+		return nil, errors.New("no join ticket")
+	}
+	return w.Ticket()
+}
+
+// writeWorkerFiles writes what a worker's kubelet needs to bootstrap: the cluster CA and the bootstrap
+// kubeconfig with the token, both from the join ticket.
+func (w *Workload) writeWorkerFiles(context.Context) error {
+	t, err := w.ticket()
+	if err != nil {
+		return err
+	}
+	files, err := w.Renderer().WorkerFiles(t.KubernetesCa, t.BootstrapToken)
+	if err != nil {
+		return err
+	}
+	return kube.WriteFiles(files)
 }
 
 // Renderer is the node's renderer once the workload has started (nil before).

@@ -1,0 +1,80 @@
+package joinsvc
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/events"
+)
+
+// Service is the join service a control-plane node serves on port 50001 once it is Running.
+type Service struct {
+	machine.UnimplementedJoinServiceServer
+	Issuer *Issuer
+	Bus    *events.Bus
+
+	mu      sync.Mutex
+	started bool
+}
+
+// RequestTicket implements the join service.
+func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest) (*machine.JoinTicket, error) {
+	from := ""
+	if p, ok := peer.FromContext(ctx); ok {
+		from = p.Addr.String()
+	}
+	t, err := s.Issuer.Issue(ctx, req)
+	var denied *DeniedError
+	switch {
+	case err == nil:
+		s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: "ticket", Message: fmt.Sprintf("ticket issued to %s (%s) from %s", req.NodeName, t.Role, from)})
+		return t, nil
+	case errors.As(err, &denied) && denied.Invalid():
+		err = status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, &denied):
+		err = status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, ErrControlPlaneJoin):
+		err = status.Error(codes.Unimplemented, err.Error())
+	default:
+		err = status.Error(codes.Internal, err.Error())
+	}
+	s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: status.Convert(err).Message(),
+		Message: fmt.Sprintf("join of %q from %s refused", req.NodeName, from)})
+	return nil, err
+}
+
+// Start serves the join service on addr with the node's certificate (its chain up to the machine CA, so
+// a joining node can pin the CA). It is idempotent; the listener lives as long as the process.
+func (s *Service) Start(addr string, cert tls.Certificate) error {
+	_, err := s.Listen(addr, cert)
+	return err
+}
+
+// Listen is Start, returning the address it listens on ("" when it was started before).
+func (s *Service) Listen(addr string, cert tls.Certificate) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return "", nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("join service: %w", err)
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}})))
+	machine.RegisterJoinServiceServer(g, s)
+	go g.Serve(l)
+	s.started = true
+	return l.Addr().String(), nil
+}
