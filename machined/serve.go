@@ -15,9 +15,13 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
 	"github.com/cairn-os/cairn/machined/internal/disk/apply"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/etcdops"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/joinsvc"
+	"github.com/cairn-os/cairn/machined/internal/kmsg"
+	"github.com/cairn-os/cairn/machined/internal/kube"
+	"github.com/cairn-os/cairn/machined/internal/logs"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/cairn-os/cairn/machined/internal/proc"
@@ -69,11 +73,16 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		return err
 	}
 	services := supervisor.New(bus, log)
+	// machined's own log also goes to its ring, for `cairnctl logs machined`.
+	log = slog.New(logs.NewHandler(log.Handler(), services.Logs("machined")))
+	services.Log = log
 	started := time.Now()
 	services.Register("machined", func() supervisor.Info {
 		return supervisor.Info{Name: "machined", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started, PID: os.Getpid()}
 	})
 	layout := paths.Paths{Root: plat.root}
+	kl := kube.NewLayout(layout)
+	logFiles := &logs.Files{Dir: layout.Logs()}
 	vols := &volumes.Manager{Paths: layout, Devices: plat.devices, Mounter: sys.Mounter{}, Runner: apply.ExecRunner{Starter: plat.starter},
 		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions}
 	var n *node.Node
@@ -82,6 +91,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now, Hosts: plat.hosts,
 		Identity: func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) },
 		Ticket:   func() (*machine.JoinTicket, error) { return n.Ticket() },
+		StateDir: func() string { return n.StateDir() },
 		StartJoinService: func() error {
 			cert, err := n.IdentityChain()
 			if err != nil {
@@ -95,10 +105,26 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
-		Hooks: node.Hooks{Preflight: vols.Preflight, Storage: vols.Hook, Workload: wl.Hook,
-			Stop: func(fsm.Sequence) []sequence.Task { return append(wl.StopTasks(), vols.StopTasks()...) }},
+		Hooks: node.Hooks{Preflight: vols.Preflight, Workload: wl.Hook, Leave: wl.LeaveTasks, Wipe: vols.WipeTasks,
+			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
+			Storage: func(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
+				return append(vols.Hook(c, seq, state), sequence.Task{Name: "log-files", Run: func(context.Context) error {
+					if c == nil {
+						return nil
+					}
+					return logFiles.Attach(services, "machined", "containerd", "kubelet")
+				}})
+			},
+			Stop: func(fsm.Sequence) []sequence.Task {
+				closeLogs := sequence.Task{Name: "close-log-files", Run: func(context.Context) error { return logFiles.Detach() }}
+				return append(append(wl.StopTasks(), closeLogs), vols.StopTasks()...)
+			}},
 	})
 	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Usage: statfs, JoinTokens: tokens,
+		LogSource: &logs.Source{Rings: services, PodLogs: layout.Join("var", "log", "pods")},
+		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
+		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
+			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
 		Build: server.Build{Version: version, Commit: commit}},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)

@@ -108,3 +108,39 @@ func newServices(g *globals) *cobra.Command {
 		},
 	}
 }
+
+func newService(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:       "service NAME start|stop|restart",
+		Short:     "Start, stop or restart a supervised service (containerd, kubelet)",
+		Long:      "service controls a supervised service. A stopped service stays stopped until started again or the node reboots; a crashed one is restarted by the supervisor with backoff.",
+		Args:      cobra.ExactArgs(2),
+		ValidArgs: []string{"start", "stop", "restart"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, action := args[0], args[1]
+			return g.eachNode(func(nc nodeClient, prefix string) error {
+				req := &machine.ServiceRequest{Name: name}
+				var r *machine.ServiceResponse
+				var err error
+				switch action {
+				case "start":
+					r, err = nc.ServiceStart(cmd.Context(), req)
+				case "stop":
+					r, err = nc.ServiceStop(cmd.Context(), req)
+				case "restart":
+					r, err = nc.ServiceRestart(cmd.Context(), req)
+				default:
+					return fmt.Errorf("action %q: want start, stop or restart", action)
+				}
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return printJSON(g.stdout, r)
+				}
+				fmt.Fprintf(g.stdout, "%s%s: %s\n", prefix, r.Service.Name, r.Service.State)
+				return nil
+			})
+		},
+	}
+}

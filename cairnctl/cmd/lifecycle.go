@@ -54,23 +54,32 @@ func (g *globals) printEvents(s grpc.ServerStreamingClient[machine.Event], prefi
 }
 
 func newInit(g *globals) *cobra.Command {
-	var file string
+	var file, snapshot string
 	var detach bool
 	c := &cobra.Command{
-		Use:   "init --config controlplane.yaml",
+		Use:   "init --config controlplane.yaml [--etcd-snapshot FILE]",
 		Short: "Initialise a new cluster on a node in maintenance mode",
 		Long: `Init sends a control-plane config to a node in Boot. The node validates it (every problem is
 reported with its field path), takes its node lock, and runs the Init sequence; cairnctl prints each step
 until the node is Running, or returns at once with --detach. After the lock, the node accepts only client
-certificates from the cluster's machine CA (the cairnconfig from 'cairnctl gen config').`,
+certificates from the cluster's machine CA (the cairnconfig from 'cairnctl gen config').
+
+With --etcd-snapshot, the new control plane starts etcd from a snapshot ('cairnctl etcd snapshot') and so
+restores a whole cluster's state; use the configs (secrets) of the cluster the snapshot came from.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := readFile(file, "--config")
 			if err != nil {
 				return err
 			}
+			var snap []byte
+			if snapshot != "" {
+				if snap, err = os.ReadFile(snapshot); err != nil {
+					return err
+				}
+			}
 			return g.eachNode(func(nc nodeClient, prefix string) error {
-				s, err := nc.Init(cmd.Context(), &machine.InitRequest{Config: cfg, Detach: detach})
+				s, err := nc.Init(cmd.Context(), &machine.InitRequest{Config: cfg, Detach: detach, EtcdSnapshot: snap})
 				if err != nil {
 					return err
 				}
@@ -80,6 +89,7 @@ certificates from the cluster's machine CA (the cairnconfig from 'cairnctl gen c
 	}
 	c.Flags().StringVarP(&file, "config", "c", "", "the control-plane machine config (required)")
 	c.Flags().BoolVar(&detach, "detach", false, "return once the node has taken its lock instead of following Init to the end")
+	c.Flags().StringVar(&snapshot, "etcd-snapshot", "", "restore the cluster's state from this etcd snapshot")
 	return c
 }
 

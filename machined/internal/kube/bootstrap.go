@@ -48,6 +48,9 @@ func (o Object) JSON() ([]byte, error) {
 	return data, nil
 }
 
+// NodeDrainerRole lets nodes cordon and drain themselves on Reset.
+const NodeDrainerRole = "cairn:node-drainer"
+
 // BootstrapOptions describe the bootstrap token to publish.
 type BootstrapOptions struct {
 	// Token is ID.SECRET; empty uses cluster.secrets.bootstrapToken.
@@ -105,6 +108,18 @@ func (r *Renderer) BootstrapObjects(o BootstrapOptions) ([]Object, error) {
 		crb(crbPath, "cairn:kubelet-bootstrap", nodeBootstrapperRole, BootstrapGroup),
 		crb(crbPath, "cairn:node-autoapprove-bootstrap", nodeClientRole, BootstrapGroup),
 		crb(crbPath, "cairn:node-autoapprove-certificate-rotation", selfNodeClientRole, NodesGroup),
+		// A node resetting itself cordons and drains itself with its own credential (no node holds an admin
+		// one); NodeRestriction still limits it to its own Node and its own pods.
+		{Path: "/apis/rbac.authorization.k8s.io/v1/clusterroles", Name: NodeDrainerRole, Object: &rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: NodeDrainerRole},
+			Rules: []rbacv1.PolicyRule{
+				{Verbs: []string{"get", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+				{Verbs: []string{"get", "list"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+				{Verbs: []string{"create"}, APIGroups: []string{""}, Resources: []string{"pods/eviction"}},
+			},
+		}},
+		crb(crbPath, NodeDrainerRole, NodeDrainerRole, NodesGroup),
 		{Path: "/api/v1/namespaces/kube-public/configmaps", Name: clusterInfo.Name, Object: clusterInfo},
 		{Path: rolesPath + "/roles", Name: "cairn:bootstrap-signer-clusterinfo", Object: &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},

@@ -41,6 +41,9 @@ const (
 )
 
 // Layout is where a node keeps Kubernetes' files, under paths.Paths.
+// NewLayout is the layout under p, for code that needs the paths without rendering anything.
+func NewLayout(p paths.Paths) Layout { return Layout{p} }
+
 type Layout struct {
 	p paths.Paths
 }

@@ -21,6 +21,10 @@ type Hooks struct {
 	Workload func(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task
 	// Stop stops services and unmounts volumes before a reboot, shutdown or reset.
 	Stop func(seq fsm.Sequence) []sequence.Task
+	// Leave takes the node out of its cluster before a graceful reset (cordon, drain).
+	Leave func() []sequence.Task
+	// Wipe erases the named volumes after they are unmounted (reset).
+	Wipe func(c *config.MachineConfig, volumes []string) []sequence.Task
 }
 
 func (h Hooks) storage(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
@@ -49,4 +53,18 @@ func (h Hooks) preflight(ctx context.Context, c *config.MachineConfig) error {
 		return nil
 	}
 	return h.Preflight(ctx, c)
+}
+
+func (h Hooks) leave() []sequence.Task {
+	if h.Leave == nil {
+		return nil
+	}
+	return h.Leave()
+}
+
+func (h Hooks) wipe(c *config.MachineConfig, volumes []string) []sequence.Task {
+	if h.Wipe == nil {
+		return nil
+	}
+	return h.Wipe(c, volumes)
 }

@@ -11,12 +11,15 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
 )
 
+// EtcdSnapshotFile holds, in STATE, the etcd snapshot an Init restores the cluster's state from.
+const EtcdSnapshotFile = "etcd-snapshot.db"
+
 // Init validates a control-plane config, takes the node lock for Init and starts the Init sequence in the
 // background. It returns once the lock is taken; follow the events to see the sequence end.
 //
 // Errors: *ConfigError (invalid config), *nodelock.HeldError or *fsm.BusyError (someone else won: the
 // caller lost the race), *fsm.TransitionError (the node is in a state where Init makes no sense).
-func (n *Node) Init(ctx context.Context, raw []byte) error {
+func (n *Node) Init(ctx context.Context, raw, etcdSnapshot []byte) error {
 	cfg, err := ParseConfig(raw)
 	if err != nil {
 		n.refused(fsm.SeqInit, err)
@@ -27,7 +30,12 @@ func (n *Node) Init(ctx context.Context, raw []byte) error {
 		n.refused(fsm.SeqInit, err)
 		return err
 	}
-	return n.takeLock(ctx, fsm.SeqInit, nodelock.OwnerInit, cfg, raw, nil, nil)
+	var extra map[string][]byte
+	if len(etcdSnapshot) > 0 {
+		// Kept in STATE with the lock, so an Init cut short by a power loss still restores it.
+		extra = map[string][]byte{EtcdSnapshotFile: etcdSnapshot}
+	}
+	return n.takeLock(ctx, fsm.SeqInit, nodelock.OwnerInit, cfg, raw, extra, nil)
 }
 
 // takeLock is the common path of Init and Join: the sequence lock, then the node lock (the one-way

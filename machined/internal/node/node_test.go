@@ -92,7 +92,7 @@ func waitState(t testing.TB, n *Node, want fsm.State) {
 func TestInitReachesRunning(t *testing.T) {
 	c := testcluster.New(t)
 	h := start(t, t.TempDir(), nil)
-	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h.Node, fsm.Running)
@@ -122,7 +122,7 @@ func TestRefusedInitChangesNothing(t *testing.T) {
 	for name, cfg := range tests {
 		t.Run(name, func(t *testing.T) {
 			h := start(t, t.TempDir(), nil)
-			err := h.Init(context.Background(), cfg)
+			err := h.Init(context.Background(), cfg, nil)
 			var ce *ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("Init() = %v, want ConfigError", err)
@@ -154,7 +154,7 @@ func TestInitAndJoinRace(t *testing.T) {
 			var wg sync.WaitGroup
 			var initErr, joinErr error
 			wg.Add(2)
-			go func() { defer wg.Done(); initErr = h.Init(context.Background(), c.ControlPlaneYAML) }()
+			go func() { defer wg.Done(); initErr = h.Init(context.Background(), c.ControlPlaneYAML, nil) }()
 			go func() { defer wg.Done(); joinErr = h.Join(context.Background(), nil, ticket) }()
 			wg.Wait()
 			if (initErr == nil) == (joinErr == nil) {
@@ -190,7 +190,7 @@ func TestLockedNodeNeverServesMaintenanceAgain(t *testing.T) {
 	c := testcluster.New(t)
 	root := t.TempDir()
 	h := start(t, root, nil)
-	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h.Node, fsm.Running)
@@ -200,7 +200,7 @@ func TestLockedNodeNeverServesMaintenanceAgain(t *testing.T) {
 	if !mtls || maint != 0 {
 		t.Errorf("restarted locked node: mtls=%v, maintenance switches=%d; want mTLS only", mtls, maint)
 	}
-	if err := h2.Init(context.Background(), c.ControlPlaneYAML); err == nil {
+	if err := h2.Init(context.Background(), c.ControlPlaneYAML, nil); err == nil {
 		t.Error("a second Init on a locked node succeeded")
 	}
 }
@@ -288,7 +288,7 @@ func TestInitStopsTheJoinClient(t *testing.T) {
 	c := testcluster.New(t)
 	ft := &fakeTickets{c: c, t: t, failFor: 1 << 30}
 	h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.Tickets = "cp:50001", ft })
-	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h.Node, fsm.Running)
@@ -302,7 +302,7 @@ func TestInitStopsTheJoinClient(t *testing.T) {
 func TestSandboxRebootShutdownReset(t *testing.T) {
 	c := testcluster.New(t)
 	h := start(t, t.TempDir(), nil)
-	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, h.Node, fsm.Running)
@@ -328,7 +328,7 @@ func TestSandboxRebootShutdownReset(t *testing.T) {
 	if h.Status().LockedBy != "" {
 		t.Error("lock still held after reset")
 	}
-	if err := h.Init(context.Background(), c.ControlPlaneYAML); err != nil {
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
 		t.Fatalf("Init after reset = %v", err)
 	}
 	waitState(t, h.Node, fsm.Running)

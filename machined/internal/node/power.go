@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
@@ -14,12 +15,12 @@ import (
 // their progress, so they resume after the reboot. In sandbox mode the node reboots in-process: it goes
 // back to Boot and runs its boot sequence again.
 func (n *Node) Reboot(ctx context.Context) error {
-	return n.power(ctx, fsm.SeqReboot, fsm.Reboot, nil)
+	return n.power(ctx, fsm.SeqReboot, fsm.Reboot, nil, nil)
 }
 
 // Shutdown stops what runs and powers off (in sandbox mode: ends the process).
 func (n *Node) Shutdown(ctx context.Context) error {
-	return n.power(ctx, fsm.SeqShutdown, fsm.Shutdown, nil)
+	return n.power(ctx, fsm.SeqShutdown, fsm.Shutdown, nil, nil)
 }
 
 // ResetOptions say what Reset wipes.
@@ -30,26 +31,35 @@ type ResetOptions struct {
 	NoReboot bool
 }
 
-// Reset stops the node, wipes what it is told (releasing the node lock with STATE) and reboots into Boot.
+// Reset takes the node out of its cluster (graceful: cordon and drain first), stops it, wipes the volumes
+// it is told (only disks carrying this cluster's labels; wiping STATE releases the node lock) and reboots
+// into Boot.
 func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
-	wipe := []sequence.Task{{Name: "release-node-lock", Run: func(context.Context) error {
-		for _, v := range o.Wipe {
-			if v == "state" {
-				if err := n.lock.Clear(); err != nil {
-					return err
-				}
-				return os.RemoveAll(filepath.Join(n.lock.Dir(), "pki"))
+	cfg := n.Machine()
+	var before []sequence.Task
+	if o.Graceful {
+		before = n.o.Hooks.leave()
+	}
+	if slices.Contains(o.Wipe, "state") {
+		// Before the volumes are unmounted: the lock lives on STATE.
+		before = append(before, sequence.Task{Name: "release-node-lock", Run: func(context.Context) error {
+			if n.lock == nil {
+				return nil
 			}
-		}
-		return nil
-	}}}
-	return n.power(ctx, fsm.SeqReset, fsm.Reset, wipe)
+			if err := n.lock.Clear(); err != nil {
+				return err
+			}
+			return os.RemoveAll(filepath.Join(n.lock.Dir(), "pki"))
+		}})
+	}
+	return n.power(ctx, fsm.SeqReset, fsm.Reset, before, n.o.Hooks.wipe(cfg, o.Wipe))
 }
 
-// power runs a power sequence: take over the sequence lock, move to the state, stop services, run extra
-// tasks, then reboot or power off. The RPC returns once the sequence has started; the work goes on in the
-// background so the reply reaches the client before the node goes away.
-func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, extra []sequence.Task) error {
+// power runs a power sequence: take over the sequence lock, move to the state, run the before tasks,
+// stop services and unmount, run the after tasks, then reboot or power off. The RPC returns once the
+// sequence has started; the work goes on in the background so the reply reaches the client before the
+// node goes away.
+func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, before, after []sequence.Task) error {
 	runCtx, release, err := n.seq.Acquire(ctx, n.life, seq)
 	if err != nil {
 		return err
@@ -60,7 +70,7 @@ func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, ext
 	}
 	n.stopJoinClient()
 	go func() {
-		tasks := append(n.o.Hooks.stop(seq), extra...)
+		tasks := append(append(before, n.o.Hooks.stop(seq)...), after...)
 		err := n.runner(false).Run(runCtx, string(seq), tasks)
 		release()
 		n.endSequence(seq, err)

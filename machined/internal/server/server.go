@@ -37,7 +37,7 @@ type Server struct {
 	machine.UnimplementedMachineServer
 	Node       *node.Node
 	Bus        *events.Bus
-	Supervise  Services
+	Supervise  ServiceControl
 	Storage    Storage
 	Kube       Kubernetes
 	LogSource  LogSource // service, machined and pod logs (nil: Unimplemented)
@@ -96,10 +96,7 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 
 // Init takes the lock for Init and streams the sequence's events.
 func (s *Server) Init(req *machine.InitRequest, stream grpc.ServerStreamingServer[machine.Event]) error {
-	if len(req.EtcdSnapshot) > 0 {
-		return status.Error(codes.Unimplemented, "init from an etcd snapshot is not available yet")
-	}
-	return s.follow(stream, fsm.SeqInit, req.Detach, func() error { return s.Node.Init(stream.Context(), req.Config) })
+	return s.follow(stream, fsm.SeqInit, req.Detach, func() error { return s.Node.Init(stream.Context(), req.Config, req.EtcdSnapshot) })
 }
 
 // Join takes the lock for Join with a ticket and streams the sequence's events.
@@ -236,6 +233,8 @@ func toStatus(err error) error {
 		planErr *volumes.PlanError
 		already interface{ GRPCStatus() *status.Status }
 		precond interface{ Precondition() }
+		missing interface{ NotFound() }
+		down    interface{ Unavailable() }
 	)
 	switch {
 	case errors.As(err, &already):
@@ -246,6 +245,10 @@ func toStatus(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.As(err, &trans), errors.As(err, &planErr), errors.As(err, &precond), errors.Is(err, node.ErrNotLocked):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.As(err, &missing):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.As(err, &down):
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

@@ -132,9 +132,14 @@ func (m *Manager) Hook(c *config.MachineConfig, seq fsm.Sequence, state *string)
 	return nil
 }
 
-// onlyKeep makes sure a configured node's boot never formats: every volume must be there already.
+// onlyKeep makes sure a configured node's boot never formats its data: STATE and ETCD must be there
+// already. EPHEMERAL may be formatted again when blank (a reset wiped it, or its disk was replaced): it
+// holds nothing that cannot be rebuilt.
 func onlyKeep(p plan.Plan) error {
 	for _, s := range p.Steps {
+		if s.Volume == plan.Ephemeral && s.Action == plan.Format {
+			continue
+		}
 		if s.Action != plan.Keep && s.Action != plan.Tmpfs {
 			return fmt.Errorf("%s: the node is configured, so its volumes must already carry its labels, but the plan says %s: %s",
 				s.Field, s.Action, s.Reason)
@@ -281,4 +286,61 @@ func (m *Manager) scan(ctx context.Context) ([]inventory.Disk, error) {
 		}
 	}
 	return disks, nil
+}
+
+// WipeTasks erase the named volumes (state, ephemeral, etcd) after they are unmounted: on block devices
+// only the disks that carry this cluster's label for that volume; in sandbox mode the volume's directory.
+func (m *Manager) WipeTasks(c *config.MachineConfig, names []string) []sequence.Task {
+	if c == nil || len(names) == 0 {
+		return nil
+	}
+	return []sequence.Task{{Name: "wipe-volumes", Timeout: 5 * time.Minute, Run: func(ctx context.Context) error {
+		var vols []plan.Volume
+		for _, n := range names {
+			vols = append(vols, plan.Volume(strings.ToUpper(n)))
+		}
+		if !m.Devices {
+			var errs []error
+			for _, v := range vols {
+				dir := filepath.Join(m.Paths.Join(), v.DefaultTarget())
+				errs = append(errs, removeContents(dir))
+			}
+			return errors.Join(errs...)
+		}
+		disks, err := m.scan(ctx)
+		if err != nil {
+			return err
+		}
+		for _, v := range vols {
+			dev, err := m.applier().WipeVolume(disks, v, c.Cluster.ID)
+			if err != nil {
+				return err
+			}
+			if dev == "" {
+				m.Log.Info("nothing to wipe: no disk carries this cluster's label for the volume", "volume", v)
+				continue
+			}
+			if m.Reread != nil {
+				_ = m.Reread(dev) // the kernel forgets the partition; failing that, the next boot does
+			}
+			m.Log.Info("volume wiped", "volume", v, "device", dev)
+		}
+		return nil
+	}}}
+}
+
+// removeContents empties a directory, keeping it.
+func removeContents(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
 }

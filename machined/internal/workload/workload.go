@@ -60,6 +60,8 @@ type Workload struct {
 	StartJoinService func() error
 	// Hosts publishes discovery names into /etc/hosts (nil: not this node's job, e.g. sandbox mode).
 	Hosts func(map[string][]netip.Addr)
+	// StateDir is where STATE is now; an Init from an etcd snapshot finds the snapshot there.
+	StateDir func() string
 
 	mu       sync.Mutex
 	client   *client.Client
@@ -101,6 +103,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 		t("containerd", w.startContainerd),
 		t("import-images", w.importImages),
 		t("control-plane-manifests", w.writeControlPlane),
+		{Name: "etcd-restore", Once: true, Timeout: startTimeout, Run: w.restoreEtcd},
 		t("etcd-manifest", w.writeEtcd),
 		t("kubelet", w.startKubelet),
 		{Name: "etcd-healthy", Timeout: waitTimeout, Run: w.waitEtcd},

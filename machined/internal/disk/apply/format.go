@@ -43,6 +43,23 @@ const (
 
 // wipe erases everything the plan saw on the disk: both ends of it, each signature (the btrfs mirror at
 // 64 MiB, say) and the start and end of each old partition, where filesystems and RAID superblocks live.
+// WipeVolume erases the disk that carries cluster clusterID's label for volume v (Reset). Only such a disk
+// is ever touched: a disk with anything else on it, or one that is not a candidate (the boot medium), is
+// skipped. It returns the disk wiped, "" when none carried the label.
+func (a *Applier) WipeVolume(disks []inventory.Disk, v plan.Volume, clusterID string) (string, error) {
+	for _, d := range disks {
+		if d.NotCandidate != "" {
+			continue
+		}
+		if _, _, own := plan.OwnPartition(d, v, clusterID); !own {
+			continue
+		}
+		a.logf("%s: wiping %s (%s)", v, d.Path, plan.DescribeContents(d))
+		return d.Path, a.wipe(d)
+	}
+	return "", nil
+}
+
 func (a *Applier) wipe(d inventory.Disk) error {
 	dev, err := a.devices().OpenWrite(d.Path)
 	if err != nil {

@@ -1,0 +1,187 @@
+// Package etcdops runs the etcd operations of a control-plane node for the API: list the members, stream
+// a consistent snapshot; and the restore half of Init from a snapshot, which turns a snapshot file into a
+// data directory for a new single-member cluster.
+package etcdops
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/cairn-os/cairn/machined/internal/server"
+)
+
+// DefaultEndpoint is etcd's client URL on the node's loopback.
+const DefaultEndpoint = "https://127.0.0.1:2379"
+
+// Timeouts: etcd on this node answers at once or not at all; only the snapshot itself may take long.
+const (
+	dialTimeout        = 5 * time.Second
+	DefaultCallTimeout = 10 * time.Second
+)
+
+// Client implements server.EtcdOps against the node's own etcd member, with the kubeadm-layout
+// healthcheck client certificate (kube.Layout.PKIFile(kube.EtcdHealthcheckCert), ...).
+type Client struct {
+	Endpoint string // empty: DefaultEndpoint
+	CACert   string // the etcd CA's certificate file
+	Cert     string // a client certificate file signed by the etcd CA
+	Key      string // its key file
+	// Timeout bounds each call but the snapshot's transfer (0: DefaultCallTimeout); the client retries
+	// until then, so it is also how long an etcd that does not answer takes to be reported.
+	Timeout time.Duration
+}
+
+var _ server.EtcdOps = (*Client)(nil)
+
+// NotHereError says this node runs no etcd member (a worker, or a node not initialised yet): the API
+// answers FailedPrecondition.
+type NotHereError struct {
+	File string
+	Err  error
+}
+
+func (e *NotHereError) Error() string {
+	return fmt.Sprintf("etcd does not run on this node: no etcd client certificate (%v)", e.Err)
+}
+
+func (e *NotHereError) Unwrap() error { return e.Err }
+
+// Precondition marks the error for the API's code mapping.
+func (e *NotHereError) Precondition() {}
+
+// UnavailableError says the node's etcd does not answer: the API answers Unavailable.
+type UnavailableError struct {
+	Endpoint string
+	Err      error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("etcd at %s does not answer: %v", e.Endpoint, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Unavailable marks the error for the API's code mapping.
+func (e *UnavailableError) Unavailable() {}
+
+// Members lists the cluster's members, by name.
+func (c *Client) Members(ctx context.Context) ([]server.EtcdMember, error) {
+	cli, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	cctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	resp, err := cli.MemberList(cctx)
+	if err != nil {
+		return nil, c.unavailable(ctx, fmt.Errorf("member list: %w", err))
+	}
+	out := make([]server.EtcdMember, 0, len(resp.Members))
+	for _, m := range resp.Members {
+		out = append(out, server.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
+			IsLearner: m.IsLearner})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Snapshot streams a consistent snapshot of the member's database to w and returns the SHA-256 of the
+// bytes written. etcd ends the stream with its own checksum of the database, which a restore verifies.
+func (c *Client) Snapshot(ctx context.Context, w io.Writer) (string, error) {
+	cli, err := c.connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	// Ask for the member's status first, with a timeout: a member that does not answer is reported now
+	// rather than when the caller gives up; the snapshot itself has no time limit.
+	sctx, cancel := context.WithTimeout(ctx, c.timeout())
+	_, err = cli.Status(sctx, c.endpoint())
+	cancel()
+	if err != nil {
+		return "", c.unavailable(ctx, fmt.Errorf("status: %w", err))
+	}
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return "", c.unavailable(ctx, fmt.Errorf("snapshot: %w", err))
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), rc)
+	if err != nil {
+		return "", fmt.Errorf("etcd snapshot after %d bytes: %w", n, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultCallTimeout
+}
+
+func (c *Client) endpoint() string {
+	if c.Endpoint != "" {
+		return c.Endpoint
+	}
+	return DefaultEndpoint
+}
+
+// unavailable wraps a call's error, unless the caller has gone.
+func (c *Client) unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &UnavailableError{Endpoint: c.endpoint(), Err: err}
+}
+
+func (c *Client) connect(ctx context.Context) (*clientv3.Client, error) {
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{c.endpoint()}, TLS: tc, DialTimeout: dialTimeout, Context: ctx,
+		Logger: zap.NewNop(), // errors come back to the caller; etcd's chatter has no reader here
+	})
+	if err != nil {
+		return nil, c.unavailable(ctx, err)
+	}
+	return cli, nil
+}
+
+func (c *Client) tlsConfig() (*tls.Config, error) {
+	for _, f := range []string{c.CACert, c.Cert, c.Key} {
+		if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+			return nil, &NotHereError{File: f, Err: err}
+		}
+	}
+	ca, err := os.ReadFile(c.CACert)
+	if err != nil {
+		return nil, fmt.Errorf("etcd CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("etcd CA %s: no PEM certificate in it", c.CACert)
+	}
+	pair, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client certificate %s: %w", c.Cert, err)
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}

@@ -1,0 +1,110 @@
+package etcdops
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNoCertificateMeansEtcdIsNotHere(t *testing.T) {
+	dir := t.TempDir()
+	c := &Client{CACert: filepath.Join(dir, "etcd", "ca.crt"), Cert: filepath.Join(dir, "etcd", "healthcheck-client.crt"),
+		Key: filepath.Join(dir, "etcd", "healthcheck-client.key")}
+	_, err := c.Members(context.Background())
+	var nh *NotHereError
+	if !errors.As(err, &nh) || !strings.Contains(err.Error(), "ca.crt") {
+		t.Fatalf("Members() without a PKI = %v, want a NotHereError naming the CA file", err)
+	}
+	var marker interface{ Precondition() }
+	if !errors.As(err, &marker) {
+		t.Errorf("%T has no Precondition() marker for the API", err)
+	}
+	var buf bytes.Buffer
+	if _, err := c.Snapshot(context.Background(), &buf); !errors.As(err, &nh) || buf.Len() != 0 {
+		t.Errorf("Snapshot() without a PKI = %v after %d bytes, want a NotHereError and nothing written", err, buf.Len())
+	}
+}
+
+func TestBadCertificatesAreNamed(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Client)
+		want   string
+	}{
+		{"CA is not PEM", func(c *Client) { c.CACert = c.Key; writeFile(t, c.Key, "not pem") }, "no PEM certificate"},
+		{"key of another certificate", func(c *Client) { c.Key = filepath.Join(filepath.Dir(c.Cert), "server.key") }, "healthcheck-client.crt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestPKI(t, t.TempDir())
+			c := &Client{CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey}
+			tc.mutate(c)
+			_, err := c.Members(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Members() = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnansweringEtcdIsUnavailable(t *testing.T) {
+	p := newTestPKI(t, t.TempDir())
+	// A port nothing listens on.
+	c := &Client{Endpoint: "https://127.0.0.1:1", CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Members(ctx)
+	var ue interface{ Unavailable() }
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("Members() of no etcd = %v, want an UnavailableError naming the endpoint", err)
+	}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRestoreRefusesAndCleansUp(t *testing.T) {
+	m := Member{Name: "n2", PeerURL: "https://10.0.0.2:2380"}
+	t.Run("existing member", func(t *testing.T) {
+		data := t.TempDir()
+		os.Mkdir(filepath.Join(data, "member"), 0o700)
+		snap := filepath.Join(t.TempDir(), "snap.db")
+		writeFile(t, snap, "whatever")
+		if err := Restore(snap, data, m); !errors.Is(err, ErrDataExists) {
+			t.Fatalf("Restore() onto a member = %v, want ErrDataExists", err)
+		}
+	})
+	t.Run("missing snapshot", func(t *testing.T) {
+		snap := filepath.Join(t.TempDir(), "nope.db")
+		if err := Restore(snap, t.TempDir(), m); err == nil || !strings.Contains(err.Error(), snap) {
+			t.Fatalf("Restore(missing) = %v, want an error naming %s", err, snap)
+		}
+	})
+	t.Run("not a snapshot", func(t *testing.T) {
+		data := t.TempDir()
+		os.Mkdir(filepath.Join(data, "lost+found"), 0o700) // a fresh ext4 volume is not empty
+		snap := filepath.Join(t.TempDir(), "garbage.db")
+		writeFile(t, snap, strings.Repeat("not a bbolt database ", 1000))
+		err := Restore(snap, data, m)
+		if err == nil || !strings.Contains(err.Error(), snap) {
+			t.Fatalf("Restore(garbage) = %v, want an error naming %s", err, snap)
+		}
+		entries, _ := os.ReadDir(data)
+		if len(entries) != 1 || entries[0].Name() != "lost+found" {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("data directory after a failed restore holds %v, want only lost+found", names)
+		}
+	})
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cairn-os/cairn/api/machine"
+)
+
+// Logs streams a service's log: the last req.Tail lines (0: all kept) and, with req.Follow, each later one
+// until the client leaves.
+func (s *Server) Logs(req *machine.LogsRequest, stream grpc.ServerStreamingServer[machine.LogLine]) error {
+	if s.LogSource == nil {
+		return status.Error(codes.Unimplemented, "this node serves no service logs (machined runs without a log source)")
+	}
+	if req.Service == "" {
+		return status.Error(codes.InvalidArgument, "service: required (e.g. machined, containerd, kubelet, kube-apiserver)")
+	}
+	err := s.LogSource.Logs(stream.Context(), req.Service, int(req.Tail), req.Follow, sendLine(stream))
+	return logStatus(stream, err)
+}
+
+// Dmesg streams the kernel's log: the last req.Tail records (0: all kept) and, with req.Follow, each later
+// one until the client leaves.
+func (s *Server) Dmesg(req *machine.DmesgRequest, stream grpc.ServerStreamingServer[machine.LogLine]) error {
+	if s.KernelLog == nil {
+		return status.Error(codes.Unimplemented, "this node serves no kernel log (machined runs without one)")
+	}
+	err := s.KernelLog.Dmesg(stream.Context(), int(req.Tail), req.Follow, sendLine(stream))
+	return logStatus(stream, err)
+}
+
+func sendLine(stream grpc.ServerStreamingServer[machine.LogLine]) func(LogLine) error {
+	return func(l LogLine) error {
+		// A service may print any bytes; a protobuf string must be UTF-8 or the message fails to encode.
+		p := &machine.LogLine{Service: l.Service, Line: strings.ToValidUTF8(l.Line, "\uFFFD")}
+		if !l.Time.IsZero() {
+			p.Time = timestamppb.New(l.Time)
+		}
+		return stream.Send(p)
+	}
+}
+
+// logStatus maps a log source's error: an unknown service is NotFound; a client that left ends the stream
+// quietly.
+func logStatus(stream grpc.ServerStream, err error) error {
+	if err == nil || stream.Context().Err() != nil {
+		return nil
+	}
+	var notFound interface{ NotFound() }
+	if errors.As(err, &notFound) {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	return toStatus(err)
+}
