@@ -143,7 +143,11 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	if plat.beforeBoot != nil {
 		plat.beforeBoot()
 	}
-	if err := n.Start(ctx); err != nil {
+	// The node's sequences live until the process ends, not until a signal: a signal starts a shutdown
+	// sequence, which must be able to run.
+	life, endLife := context.WithCancel(context.Background())
+	defer endLife()
+	if err := n.Start(life); err != nil {
 		log.Error("boot", "error", err)
 	}
 	if !plat.sandbox {
@@ -155,7 +159,16 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	}
 	select {
 	case <-ctx.Done():
-		log.Info("signal received: stopping")
+		// A sandbox node stopped by a signal shuts down like one told to over the API: the kubelet, the
+		// pods and containerd stop with it instead of lingering on the host.
+		log.Info("signal received: shutting down")
+		if err := n.Shutdown(context.Background()); err == nil {
+			select {
+			case <-n.Finished():
+			case <-time.After(2 * time.Minute):
+				log.Warn("shutdown did not finish in 2 minutes")
+			}
+		}
 	case <-n.Finished():
 		log.Info("shut down")
 	case err := <-serveErr:
@@ -177,8 +190,40 @@ type sandboxSystem struct{}
 func (sandboxSystem) Reboot() error   { return nil }
 func (sandboxSystem) PowerOff() error { return nil }
 
+// kubeletSysctls are host settings the kubelet changes at start; a sandbox node gives them back when it
+// ends, since on a developer's machine or a CI host they are not the kubelet's to keep.
+var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+
 func sandboxPlatform(o options, log *slog.Logger) platform {
+	saved := map[string][]byte{}
+	for _, k := range kubeletSysctls {
+		if v, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
+			saved[k] = v
+		}
+	}
 	return platform{
+		// The kubelet hands pods the node's resolver and hosts files; a sandbox node's are the host's.
+		beforeBoot: func() {
+			etc := filepath.Join(o.root, "etc")
+			if err := os.MkdirAll(etc, 0o755); err != nil {
+				log.Warn("sandbox /etc", "error", err)
+				return
+			}
+			for _, f := range []string{"resolv.conf", "hosts"} {
+				if b, err := os.ReadFile(filepath.Join("/etc", f)); err == nil {
+					if err := os.WriteFile(filepath.Join(etc, f), b, 0o644); err != nil {
+						log.Warn("sandbox /etc", "file", f, "error", err)
+					}
+				}
+			}
+		},
+		exit: func() {
+			for k, v := range saved {
+				if err := os.WriteFile(filepath.Join("/proc/sys", k), v, 0o644); err != nil {
+					log.Warn("restore host sysctl", "key", k, "error", err)
+				}
+			}
+		},
 		sandbox: true, root: o.root, system: sandboxSystem{}, starter: proc.Exec{}, devices: o.hostDisks,
 		addresses: func() []net.IP { return listenIPs(o.listen) },
 		bundle: workload.Bundle{Bin: filepath.Join(o.bundle, "bin"), CNI: filepath.Join(o.bundle, "cni"),

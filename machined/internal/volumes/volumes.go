@@ -99,7 +99,16 @@ func (m *Manager) directoryPlan(c *config.MachineConfig) plan.Plan {
 // lives in once it is mounted.
 func (m *Manager) Hook(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
 	if !m.Devices {
-		return nil
+		if c == nil {
+			return nil
+		}
+		return []sequence.Task{{Name: "volume-directories", Run: func(context.Context) error {
+			var errs []error
+			for _, s := range m.directoryPlan(c).Steps {
+				errs = append(errs, os.MkdirAll(filepath.Join(m.Paths.Join(), s.Target), 0o755))
+			}
+			return errors.Join(errs...)
+		}}}
 	}
 	switch seq {
 	case fsm.SeqBoot:
