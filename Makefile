@@ -21,9 +21,8 @@ build: ## build _out/machined and _out/cairnctl (static)
 bundle: ## build the Kubernetes bundle into _out/bundle (cached: an unchanged bundle is not rebuilt)
 	./hack/bundle/build.sh
 
-image: build bundle ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw
-	./hack/deps.sh image
-	$(GO) run ./image/cmd/mkimage -out $(OUT) -machined $(OUT)/machined -bundle $(OUT)/bundle -version $(VERSION)
+image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw
+	VERSION=$(VERSION) ./hack/build-image.sh
 
 kernel-check: ## list the kernel options Cairn needs that the shipped kernel lacks
 	./hack/deps.sh image

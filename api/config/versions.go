@@ -1,8 +1,13 @@
 package config
 
-// KubernetesVersion is the one Kubernetes version the image carries (see README: why this one). The bundle
-// builder (image/bundle) reads it from here through versions.env's test, so the two never drift.
-const KubernetesVersion = "v1.37.2"
+// The versions the image carries. image/bundle/versions.env is where they are chosen (the bundle builder
+// reads it); TestVersionsMatchBundle fails the build when these drift from it. See the README for why
+// these versions.
+const (
+	KubernetesVersion = "v1.37.2"
+	EtcdVersion       = "v3.6.16"
+	PauseTag          = "3.10.2"
+)
 
 // Defaults for the cluster network.
 const (

@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/paths"
@@ -54,8 +55,8 @@ func DefaultImages() Images {
 		APIServer:         "registry.k8s.io/kube-apiserver:" + v,
 		ControllerManager: "registry.k8s.io/kube-controller-manager:" + v,
 		Scheduler:         "registry.k8s.io/kube-scheduler:" + v,
-		Etcd:              "registry.k8s.io/etcd:3.6.16-0",
-		Pause:             "registry.k8s.io/pause:3.10.2",
+		Etcd:              "registry.k8s.io/etcd:" + strings.TrimPrefix(config.EtcdVersion, "v") + "-0",
+		Pause:             "registry.k8s.io/pause:" + config.PauseTag,
 		Kubelet:           "cairn.local/kubelet:" + v,
 	}
 }
