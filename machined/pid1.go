@@ -83,6 +83,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	plat := platform{
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
 		bundle:       workload.Bundle{Bin: "/usr/bin", CNI: "/opt/cni/bin", Images: "/usr/share/cairn/images.tar"},
+		bind:         sys.Bind,
 		modulesReady: modulesLoaded,
 		hostname:     et.setHostname,
 		// The API answers first; then the storage modules (the node needs its disks to know whether it

@@ -57,6 +57,8 @@ type platform struct {
 	bundle workload.Bundle
 	// modulesReady is closed once the kernel modules are loaded (nil: nothing to wait for).
 	modulesReady <-chan struct{}
+	// bind bind-mounts directories from STATE into /etc (nil in sandbox mode: /etc is a directory there).
+	bind func(src, dst string) error
 }
 
 func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log *slog.Logger) error {
@@ -92,6 +94,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Identity: func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) },
 		Ticket:   func() (*machine.JoinTicket, error) { return n.Ticket() },
 		StateDir: func() string { return n.StateDir() },
+		Bind:     plat.bind,
 		StartJoinService: func() error {
 			cert, err := n.IdentityChain()
 			if err != nil {

@@ -114,3 +114,16 @@ func BindShared(dir string) error {
 	}
 	return nil
 }
+
+// Bind mounts src onto dst (mount --bind), unless dst is already a mount of src: machined calls it on
+// every boot of the same process in sandbox mode.
+func Bind(src, dst string) error {
+	var a, b unix.Stat_t
+	if unix.Stat(src, &a) == nil && unix.Stat(dst, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino {
+		return nil
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
+	}
+	return nil
+}

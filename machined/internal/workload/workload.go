@@ -60,8 +60,11 @@ type Workload struct {
 	StartJoinService func() error
 	// Hosts publishes discovery names into /etc/hosts (nil: not this node's job, e.g. sandbox mode).
 	Hosts func(map[string][]netip.Addr)
-	// StateDir is where STATE is now; an Init from an etcd snapshot finds the snapshot there.
+	// StateDir is where STATE is now; an Init from an etcd snapshot finds the snapshot there, and
+	// /etc/kubernetes lives there.
 	StateDir func() string
+	// Bind bind-mounts a directory (sys.Bind); nil in sandbox mode, where /etc is a plain directory.
+	Bind func(src, dst string) error
 
 	mu       sync.Mutex
 	client   *client.Client
@@ -87,6 +90,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 		return []sequence.Task{
 			t("kernel-modules", w.waitModules),
 			t("render", func(context.Context) error { return w.render(c) }),
+			t("kubernetes-dir", w.persistKubernetesDir),
 			t("worker-files", w.writeWorkerFiles),
 			t("containerd", w.startContainerd),
 			t("import-images", w.importImages),
@@ -99,6 +103,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	return []sequence.Task{
 		t("kernel-modules", w.waitModules),
 		t("render", func(context.Context) error { return w.render(c) }),
+		t("kubernetes-dir", w.persistKubernetesDir),
 		{Name: "kubernetes-pki", Once: true, Run: w.writePKI},
 		t("containerd", w.startContainerd),
 		t("import-images", w.importImages),
@@ -193,6 +198,22 @@ func (w *Workload) Renderer() *kube.Renderer {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.renderer
+}
+
+// persistKubernetesDir puts /etc/kubernetes (the PKI, kubeconfigs, static pods, a worker's kubelet
+// credential) on STATE: /etc is RAM on a node, and a reboot must find the same certificates.
+func (w *Workload) persistKubernetesDir(context.Context) error {
+	if w.Bind == nil || w.StateDir == nil {
+		return nil
+	}
+	src := filepath.Join(w.StateDir(), "kubernetes")
+	dst := w.Renderer().Layout().Kubernetes()
+	for _, d := range []string{src, dst} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return w.Bind(src, dst)
 }
 
 // writePKI writes the cluster PKI and the components' kubeconfigs once: the leaf certificates are made on
