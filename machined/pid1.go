@@ -86,6 +86,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		bind:         sys.Bind,
 		modulesReady: modulesLoaded,
 		hostname:     et.setHostname,
+		hosts:        et.setExtra,
 		// The API answers first; then the storage modules (the node needs its disks to know whether it
 		// is configured); the rest (netfilter, bridge, overlay) load in the background until the
 		// workload needs them.

@@ -85,7 +85,8 @@ Join, the node accepts only client certificates from the cluster's machine CA: u
 	root.AddCommand(
 		newVersion(g), newGen(g), newStatus(g), newEvents(g), newInit(g), newServices(g),
 		newReboot(g), newShutdown(g), newReset(g), newPlan(g), newDisks(g), newMounts(g), newKubeconfig(g), newHealth(g),
-		newCluster(g), newJoin(g),
+		newCluster(g), newJoin(g), newJoinToken(g), newService(g),
+		newLogs(g), newDmesg(g), newEtcd(g),
 	)
 	return root
 }

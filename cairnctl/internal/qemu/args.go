@@ -25,6 +25,14 @@ const FwCfgCmdline = "opt/dev.cairn/cmdline"
 // diskFile is where an extra disk's sparse image lives.
 func diskFile(dir, serial string) string { return filepath.Join(dir, "disk-"+serial+".raw") }
 
+// DiskPath is the image file QEMU attaches for d: the given file, or the blank one made in dir.
+func DiskPath(dir string, d Disk) string {
+	if d.File != "" {
+		return d.File
+	}
+	return diskFile(dir, d.Serial)
+}
+
 // kernelArgs are the arguments the launcher adds to the command line: the console and TCG speed-ups
 // (vmlinux mode only: the other modes have their command line baked in), the static L2 address in the
 // kernel's ip= syntax, then the caller's.
@@ -110,7 +118,7 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 	}
 	for i, d := range c.Disks {
 		id := "disk" + strconv.Itoa(i)
-		a = append(a, "-drive", "file="+diskFile(c.Dir, d.Serial)+",if=none,id="+id+",format=raw,cache=unsafe",
+		a = append(a, "-drive", "file="+DiskPath(c.Dir, d)+",if=none,id="+id+",format=raw,cache=unsafe",
 			"-device", "virtio-blk-"+virtioSuffix+",drive="+id+",serial="+d.Serial)
 	}
 	return a

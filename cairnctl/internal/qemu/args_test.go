@@ -83,10 +83,11 @@ func TestWithDefaults(t *testing.T) {
 		{"iso without ISO", func(c *Config) { c.Mode = ModeISO }},
 		{"raw without Raw", func(c *Config) { c.Mode = ModeRaw }},
 		{"UEFI with vmlinux", func(c *Config) { c.UEFI = true }},
-		{"duplicate serial", func(c *Config) { c.Disks = []Disk{{"a", 1}, {"a", 1}} }},
-		{"serial boot is taken", func(c *Config) { c.Disks = []Disk{{"boot", 1}} }},
-		{"serial with a comma", func(c *Config) { c.Disks = []Disk{{"a,b", 1}} }},
-		{"zero-size disk", func(c *Config) { c.Disks = []Disk{{"a", 0}} }},
+		{"duplicate serial", func(c *Config) { c.Disks = []Disk{{Serial: "a", Size: 1}, {Serial: "a", Size: 1}} }},
+		{"serial boot is taken", func(c *Config) { c.Disks = []Disk{{Serial: "boot", Size: 1}} }},
+		{"serial with a comma", func(c *Config) { c.Disks = []Disk{{Serial: "a,b", Size: 1}} }},
+		{"zero-size disk", func(c *Config) { c.Disks = []Disk{{Serial: "a", Size: 0}} }},
+		{"relative disk file", func(c *Config) { c.Disks = []Disk{{Serial: "a", File: "disk.raw"}} }},
 		{"L2 bad address", func(c *Config) { c.L2 = &L2{Group: "230.0.0.1:1", MAC: "52:54:00:00:00:01", Address: "10.5.0.1"} }},
 		{"L2 bad MAC", func(c *Config) { c.L2 = &L2{Group: "230.0.0.1:1", MAC: "nope", Address: "10.5.0.1/24"} }},
 	}
@@ -98,6 +99,25 @@ func TestWithDefaults(t *testing.T) {
 				t.Errorf("withDefaults() = nil error, want an error")
 			}
 		})
+	}
+}
+
+// A disk given as an existing file is attached from that file, with the serial that selects it, and
+// needs no size.
+func TestDiskFile(t *testing.T) {
+	c, err := Config{Name: "n", Dir: "/d", Kernel: "k", Initramfs: "i",
+		Disks: []Disk{{Serial: "cairn-state", Size: 1 << 30}, {Serial: "cairn-etcd", File: "/tmp/foreign.raw"}}}.withDefaults()
+	if err != nil {
+		t.Fatalf("withDefaults() = %v", err)
+	}
+	got := strings.Join(args(c, testPorts, 0), " ")
+	for _, want := range []string{
+		"file=/d/disk-cairn-state.raw,if=none,id=disk0,", "serial=cairn-state",
+		"file=/tmp/foreign.raw,if=none,id=disk1,", "drive=disk1,serial=cairn-etcd",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args() lacks %q:\n%s", want, got)
+		}
 	}
 }
 

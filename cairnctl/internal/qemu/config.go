@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"regexp"
 )
 
@@ -45,6 +46,9 @@ const (
 type Disk struct {
 	Serial string
 	Size   int64 // bytes
+	// File, when set, is an existing disk image (absolute path) attached instead of a new blank file in
+	// Dir; Size is then ignored. Tests use it to hand a node a disk that already holds something.
+	File string
 }
 
 // L2 is a second NIC on a network shared by the cluster's VMs, without root: every VM joins the same
@@ -149,6 +153,12 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("qemu: disk serial %q must be unique, 1-20 of [A-Za-z0-9_-], and not \"boot\"", d.Serial)
 		}
 		seen[d.Serial] = true
+		if d.File != "" {
+			if !filepath.IsAbs(d.File) {
+				return c, fmt.Errorf("qemu: disk %s: file %q must be an absolute path", d.Serial, d.File)
+			}
+			continue
+		}
 		if d.Size <= 0 {
 			return c, fmt.Errorf("qemu: disk %s: size must be positive", d.Serial)
 		}

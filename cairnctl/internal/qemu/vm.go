@@ -115,6 +115,12 @@ func (v *VM) prepare(ctx context.Context) error {
 		return err
 	}
 	for _, d := range c.Disks {
+		if d.File != "" {
+			if _, err := os.Stat(d.File); err != nil {
+				return fmt.Errorf("qemu: disk %s: %w", d.Serial, err)
+			}
+			continue
+		}
 		p := diskFile(c.Dir, d.Serial)
 		if _, err := os.Stat(p); err == nil {
 			continue
@@ -231,6 +237,21 @@ func Kill(dir string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// Running reports the pid of the QEMU whose pid file is in dir while that QEMU runs; ok is false when
+// it has exited (also when it was killed or the host rebooted: the file then holds no lock).
+func Running(dir string) (pid int, ok bool) {
+	p := filepath.Join(dir, PIDFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, false
+	}
+	pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 || !pidFileLocked(p) {
+		return 0, false
+	}
+	return pid, true
 }
 
 // pidFileLocked reports whether some process holds a lock on the pid file (QEMU locks it with fcntl).

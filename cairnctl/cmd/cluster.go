@@ -1,0 +1,199 @@
+package cmd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/cairnctl/internal/cluster"
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
+)
+
+func newCluster(g *globals) *cobra.Command {
+	var stateDir string
+	c := &cobra.Command{
+		Use:   "cluster",
+		Short: "Create, list and destroy local clusters of Cairn nodes in QEMU",
+		Long: `cluster runs Cairn nodes as QEMU virtual machines on this host (TCG emulation: no KVM needed).
+Each cluster keeps its configs, client config, kubeconfig, disks and console logs under
+~/.cairn/clusters/NAME (or --state-dir). Its VMs keep running after cairnctl exits; 'cluster destroy'
+stops them and removes everything.`,
+	}
+	c.PersistentFlags().StringVar(&stateDir, "state-dir", "", "directory holding the local clusters (default ~/.cairn/clusters)")
+	root := func() (string, error) {
+		if stateDir != "" {
+			// Absolute: QEMU's pid and console paths must not depend on where cairnctl ran.
+			return filepath.Abs(stateDir)
+		}
+		return cluster.DefaultRoot()
+	}
+	c.AddCommand(newClusterCreate(g, root), newClusterDestroy(g, root), newClusterList(g, root))
+	return c
+}
+
+func newClusterCreate(g *globals, root func() (string, error)) *cobra.Command {
+	var o cluster.CreateOptions
+	var mode, stateSize, ephemeralSize, etcdSize string
+	var diskFiles []string
+	var merge bool
+	c := &cobra.Command{
+		Use:   "create --name NAME [--controlplanes N] [--workers M]",
+		Short: "Boot a local cluster in QEMU: init the first control plane, join the others",
+		Long: `create boots one QEMU VM per node from the built image (_out), with blank sparse disks selected by
+serial (cairn-state 1 GiB, cairn-ephemeral 8 GiB, cairn-etcd 2 GiB on control planes), a NIC on a
+private L2 shared by the cluster's VMs (10.5.0.2, .3, ...; the first control plane is the cluster
+endpoint) and the machine API (50000), Kubernetes API (6443) and join service (50001) forwarded to
+free ports on 127.0.0.1. It then inits the first control plane, joins the others, and writes the
+cairnconfig and kubeconfig. With --no-init it stops once every node answers in maintenance mode.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Name == "" {
+				return errors.New("--name is required")
+			}
+			var err error
+			if o.Root, err = root(); err != nil {
+				return err
+			}
+			if o.ImageDir == "" {
+				exe, _ := os.Executable()
+				o.ImageDir = cluster.DefaultImageDir(exe)
+			}
+			o.Mode = qemu.Mode(mode)
+			for _, s := range []struct {
+				flag, val string
+				dst       *int64
+			}{{"--state-size", stateSize, &o.StateSize}, {"--ephemeral-size", ephemeralSize, &o.EphemeralSize}, {"--etcd-size", etcdSize, &o.EtcdSize}} {
+				n, err := config.ParseSize(s.val)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.flag, err)
+				}
+				*s.dst = int64(n)
+			}
+			if o.DiskFiles, err = parseDiskFiles(diskFiles); err != nil {
+				return err
+			}
+			if merge {
+				o.MergeInto = client.DefaultConfigPath()
+			}
+			o.FormatEvent = formatEvent
+			p := cluster.NewProgress(g.stdout)
+			res, err := cluster.Create(cmd.Context(), o, p)
+			if err != nil {
+				return err
+			}
+			p.Printf("cluster %s created", o.Name)
+			res.Instructions(g.stdout, o.NoInit)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Name, "name", "", "the cluster's name (lowercase letters, digits, '-'; required)")
+	f.IntVar(&o.ControlPlanes, "controlplanes", 1, "number of control-plane nodes")
+	f.IntVar(&o.Workers, "workers", 0, "number of worker nodes")
+	f.StringVar(&o.ImageDir, "image-dir", "", "directory with vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw (default: the _out of cairnctl's repository, else ./_out)")
+	f.StringVar(&mode, "mode", string(qemu.ModeVmlinux), "boot mode: vmlinux (direct kernel boot, fastest), iso (SeaBIOS) or raw (UEFI disk)")
+	f.IntVar(&o.Memory, "memory", 0, "memory of every node in MiB (default 2048 for control planes, 1024 for workers)")
+	f.IntVar(&o.CPUs, "cpus", 2, "virtual CPUs per node")
+	f.StringVar(&stateSize, "state-size", "1GiB", "size of each node's STATE disk")
+	f.StringVar(&ephemeralSize, "ephemeral-size", "8GiB", "size of each node's EPHEMERAL disk (/var)")
+	f.StringVar(&etcdSize, "etcd-size", "2GiB", "size of each control plane's etcd disk")
+	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane instead of a blank disk (destroy leaves FILE alone)")
+	f.BoolVar(&o.NoInit, "no-init", false, "boot the nodes and leave them in maintenance mode (print each node's token and fingerprint)")
+	f.BoolVar(&merge, "merge", false, "also merge the cluster's context into the default cairnconfig ($CAIRNCONFIG or ~/.cairn/config)")
+	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long each node may take to answer on its machine API (default 5m)")
+	return c
+}
+
+// parseDiskFiles reads SERIAL=FILE pairs; files become absolute, since QEMU runs elsewhere.
+func parseDiskFiles(pairs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range pairs {
+		serial, file, ok := strings.Cut(kv, "=")
+		if !ok || serial == "" || file == "" {
+			return nil, fmt.Errorf("--disk-file %q: want SERIAL=FILE, e.g. cairn-etcd=/tmp/etcd.raw", kv)
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("--disk-file %s: %w", serial, err)
+		}
+		out[serial] = abs
+	}
+	return out, nil
+}
+
+func newClusterDestroy(g *globals, root func() (string, error)) *cobra.Command {
+	var name string
+	c := &cobra.Command{
+		Use:   "destroy --name NAME",
+		Short: "Stop a local cluster's VMs and remove its directory (disks, configs, logs)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return errors.New("--name is required")
+			}
+			r, err := root()
+			if err != nil {
+				return err
+			}
+			return cluster.Destroy(cmd.Context(), r, name, cluster.NewProgress(g.stdout))
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "the cluster to destroy (required)")
+	return c
+}
+
+func newClusterList(g *globals, root func() (string, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the local clusters, their nodes, and whether each node's VM runs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := root()
+			if err != nil {
+				return err
+			}
+			infos, err := cluster.Inspect(r)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				if infos == nil {
+					infos = []cluster.Info{}
+				}
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(infos)
+			}
+			if len(infos) == 0 {
+				fmt.Fprintf(g.stdout, "no clusters in %s\n", r)
+				return nil
+			}
+			w := table(g.stdout)
+			fmt.Fprintln(w, "CLUSTER\tNODE\tROLE\tADDRESS\tVM\tMACHINE API\tMODE")
+			for _, ci := range infos {
+				if ci.Error != "" {
+					fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t%s\n", ci.Name, ci.Error)
+					continue
+				}
+				for _, n := range ci.Nodes {
+					vm := "stopped"
+					if n.Running {
+						vm = fmt.Sprintf("running (pid %d)", n.PID)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ci.Name, n.Name, n.Role, n.Address, vm, n.APIEndpoint, ci.Mode)
+				}
+			}
+			return w.Flush()
+		},
+	}
+}

@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
+)
+
+// Guest ports forwarded for every node besides the machine API (and the launcher's network probe).
+const (
+	KubePort = 6443
+	JoinPort = client.JoinPort
+)
+
+// Disk serials the generated configs select (config.DefaultDisk).
+const (
+	SerialState     = "cairn-state"
+	SerialEphemeral = "cairn-ephemeral"
+	SerialEtcd      = "cairn-etcd"
+)
+
+// VMSpec is everything needed to start one node's VM.
+type VMSpec struct {
+	Node   Node
+	Dir    string
+	Group  string // the cluster L2's multicast group; "" for none
+	Mode   qemu.Mode
+	Image  Artifacts
+	Memory int
+	CPUs   int
+	Disks  []qemu.Disk
+	Token  string
+}
+
+// StartVM starts the node's QEMU detached from this process (it keeps running when cairnctl exits) and
+// returns it with the node's recorded state.
+func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
+	c := qemu.Config{
+		Name: s.Node.Name, Dir: s.Dir, Memory: s.Memory, CPUs: s.CPUs, Mode: s.Mode,
+		Cmdline: []string{"cairn.token=" + s.Token},
+		Ports:   []int{KubePort, JoinPort},
+		Disks:   s.Disks,
+		Kernel:  s.Image.Kernel, Initramfs: s.Image.Initramfs, ISO: s.Image.ISO, Raw: s.Image.Raw,
+	}
+	if s.Group != "" {
+		c.L2 = &qemu.L2{Group: s.Group, MAC: s.Node.MAC, Address: s.Node.Prefix()}
+	}
+	vm, err := qemu.New(c)
+	if err != nil {
+		return nil, NodeState{}, fmt.Errorf("node %s: %w", s.Node.Name, err)
+	}
+	if err := vm.Start(ctx); err != nil {
+		return nil, NodeState{}, fmt.Errorf("node %s: %w", s.Node.Name, err)
+	}
+	ns := NodeState{Node: s.Node, Memory: s.Memory, CPUs: s.CPUs, Token: s.Token, Ports: map[int]int{}}
+	for _, g := range []int{qemu.APIPort, qemu.ProbePort, KubePort, JoinPort} {
+		ns.Ports[g] = vm.HostPort(g)
+	}
+	return vm, ns, nil
+}
+
+// Boot is how a freshly started node came up.
+type Boot struct {
+	Fingerprint string
+	Status      *machine.StatusResponse
+	// Network and API are the times from QEMU's start to the guest's network answering and to the first
+	// successful Status call.
+	Network, API time.Duration
+}
+
+// WaitMaintenance waits for a new node's maintenance API: first the guest's network (the launcher's
+// probe, which sends nothing to the API port), then the certificate fingerprint on its console, then
+// Status with the token and the pinned fingerprint, one connection at a time.
+func WaitMaintenance(ctx context.Context, vm *qemu.VM, endpoint, token string) (*Boot, error) {
+	if err := vm.WaitNetwork(ctx); err != nil {
+		return nil, fmt.Errorf("%w\nconsole %s ends with:\n%s", err, vm.ConsolePath(), ConsoleTail(vm.ConsolePath(), 2000))
+	}
+	b := &Boot{Network: time.Since(vm.Started())}
+	fp, err := WaitFingerprint(ctx, vm.ConsolePath(), 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w\nconsole ends with:\n%s", err, ConsoleTail(vm.ConsolePath(), 2000))
+	}
+	b.Fingerprint = fp
+	// A Status call pinned to the fingerprint: also proves that the console told the truth.
+	connect := Dialer(client.Options{Endpoint: endpoint, Token: token, Fingerprint: fp})
+	anyState := func(*machine.StatusResponse) bool { return true }
+	if b.Status, err = WaitStatus(ctx, connect, anyState); err != nil {
+		return nil, fmt.Errorf("machine API at %s: %w\nconsole ends with:\n%s", endpoint, err, ConsoleTail(vm.ConsolePath(), 2000))
+	}
+	b.API = time.Since(vm.Started())
+	return b, nil
+}
+
+// RandomToken is a bootstrap token for the kernel command line: 128 random bits in hex.
+func RandomToken() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,118 @@
+// Package cluster is the logic behind `cairnctl cluster create|destroy|list` and `cairnctl join`: a local
+// cluster's layout (names, L2 addresses, MACs, its multicast group), its configs, its state on disk, and
+// the steps that boot QEMU nodes, init the first control plane and join the others. It knows nothing of
+// cobra, so each piece is tested on its own.
+package cluster
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"regexp"
+)
+
+// Roles of a node.
+const (
+	RoleControlPlane = "controlplane"
+	RoleWorker       = "worker"
+)
+
+// Subnet is the cluster L2 every local cluster uses: each cluster has its own multicast group, so the
+// same addresses never meet. The first control plane is .2 and is the cluster endpoint.
+var Subnet = netip.MustParsePrefix("10.5.0.0/24")
+
+// firstHost is the host number of the first node; .1 is left for a gateway someone may add.
+const firstHost = 2
+
+// mcastGroup is the multicast address of every cluster's L2; clusters differ by port.
+const mcastGroup = "230.0.0.1"
+
+// Multicast ports are taken from [portBase, portBase+portSpan): away from the ephemeral range
+// (32768+) that the host hands out for forwarded ports.
+const (
+	portBase = 20000
+	portSpan = 10000
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)
+
+// Node is one planned node.
+type Node struct {
+	Name    string     `json:"name"` // also its hostname and Kubernetes node name
+	Role    string     `json:"role"`
+	Address netip.Addr `json:"address"` // on the cluster L2
+	MAC     string     `json:"mac"`     // of its L2 NIC
+}
+
+// Prefix is the node's address with the L2's prefix length, as ip= and qemu.L2 take it.
+func (n Node) Prefix() string { return netip.PrefixFrom(n.Address, Subnet.Bits()).String() }
+
+// Layout is the network plan of a cluster.
+type Layout struct {
+	Group string `json:"group"` // multicast HOST:PORT of the cluster L2
+	Nodes []Node `json:"nodes"`
+}
+
+// Endpoint is the Kubernetes API endpoint: the first control plane's L2 address.
+func (l Layout) Endpoint() string { return fmt.Sprintf("https://%s:6443", l.Nodes[0].Address) }
+
+// CheckName says whether name can name a cluster: it becomes part of node names, which are DNS labels.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("cluster name %q must be 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// Plan lays out a cluster: node names NAME-cp1.. then NAME-w1.., addresses from .2 up in that order,
+// MACs unique within the cluster, and a multicast port derived from the name that no cluster in
+// usedGroups has.
+func Plan(name string, controlPlanes, workers int, usedGroups []string) (Layout, error) {
+	if err := CheckName(name); err != nil {
+		return Layout{}, err
+	}
+	if controlPlanes < 1 {
+		return Layout{}, fmt.Errorf("a cluster needs at least one control plane, not %d", controlPlanes)
+	}
+	if workers < 0 {
+		return Layout{}, fmt.Errorf("workers must not be negative, not %d", workers)
+	}
+	total := controlPlanes + workers
+	if maxNodes := 1<<(32-Subnet.Bits()) - firstHost - 1; total > maxNodes {
+		return Layout{}, fmt.Errorf("%d nodes do not fit the L2 %s (at most %d)", total, Subnet, maxNodes)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	sum := h.Sum32()
+	used := map[string]bool{}
+	for _, g := range usedGroups {
+		used[g] = true
+	}
+	var l Layout
+	for i := 0; i < portSpan; i++ {
+		g := fmt.Sprintf("%s:%d", mcastGroup, portBase+(int(sum)+i)%portSpan)
+		if !used[g] {
+			l.Group = g
+			break
+		}
+	}
+	if l.Group == "" {
+		return Layout{}, fmt.Errorf("every multicast port in %d-%d is taken by another cluster", portBase, portBase+portSpan-1)
+	}
+	addr := Subnet.Addr()
+	for i := 0; i < firstHost; i++ {
+		addr = addr.Next()
+	}
+	for i := 0; i < total; i++ {
+		n := Node{Role: RoleControlPlane, Name: fmt.Sprintf("%s-cp%d", name, i+1), Address: addr}
+		if i >= controlPlanes {
+			n.Role, n.Name = RoleWorker, fmt.Sprintf("%s-w%d", name, i-controlPlanes+1)
+		}
+		// Locally administered QEMU prefix, two bytes of the name's hash, then the node's host number:
+		// unique within the cluster, and unlikely to repeat across clusters in a capture.
+		n.MAC = fmt.Sprintf("52:54:%02x:%02x:00:%02x", byte(sum>>8), byte(sum), addr.As4()[3])
+		l.Nodes = append(l.Nodes, n)
+		addr = addr.Next()
+	}
+	return l, nil
+}

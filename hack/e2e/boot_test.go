@@ -1,0 +1,382 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Timeouts under TCG on two cores, with room for a busy host.
+const (
+	bootTimeout = 3 * time.Minute
+	initTimeout = 25 * time.Minute // Init now brings up Kubernetes: minutes under emulation
+	// restartTimeout bounds a configured node's way back to Running after a reboot: the start path
+	// restarts containerd, kubelet and (on control planes) waits for etcd and the API server.
+	restartTimeout = 10 * time.Minute
+)
+
+type planResp struct {
+	Steps []struct {
+		Volume string `json:"volume"`
+		Disk   string `json:"disk"`
+		Action string `json:"action"`
+		Reason string `json:"reason"`
+	} `json:"steps"`
+	OK bool `json:"ok"`
+}
+
+type mountsResp struct {
+	Mounts []mountEntry `json:"mounts"`
+}
+
+type mountEntry struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+	Fstype string `json:"fstype"`
+	Volume string `json:"volume"`
+	UUID   string `json:"uuid"`
+}
+
+type disksResp struct {
+	Disks []struct {
+		Path       string `json:"path"`
+		Serial     string `json:"serial"`
+		Candidate  bool   `json:"candidate"`
+		Note       string `json:"note"`
+		Signatures []struct {
+			Type  string `json:"type"`
+			Label string `json:"label"`
+		} `json:"signatures"`
+	} `json:"disks"`
+}
+
+type event struct {
+	Sequence string `json:"sequence"`
+	Task     string `json:"task"`
+	Kind     string `json:"kind"`
+	Outcome  string `json:"outcome"`
+	Message  string `json:"message"`
+}
+
+// TestVmlinux boots the initramfs directly (microvm) with blank disks and follows one node through its
+// life: maintenance API with the token from the kernel command line, a reboot back to Boot, a dry-run
+// plan, Init, the etcd volume surviving a reboot without Init running again, and a shutdown that ends
+// QEMU (issues 3 and 4). One VM serves every check: each step starts from the state the previous left.
+func TestVmlinux(t *testing.T) {
+	c := createCluster(t, "vm", bootTimeout, "--no-init")
+	n := c.Nodes[0]
+	// Flags for the maintenance API of the node's current boot, read when called; each (sub)test
+	// passes its own t.
+	maint := func(t *testing.T) func() []string { return func() []string { return c.maint(t, 0) } }
+
+	s := status(t, maint(t)())
+	if s.State != "Boot" || s.APIMode != "maintenance" || s.LockedBy != "" {
+		t.Fatalf("status of a fresh node = %+v, want Boot in maintenance mode, unlocked", s)
+	}
+	t.Run("token is required", func(t *testing.T) {
+		flags := maint(t)()
+		flags[3] = "not-the-token"
+		r := ctl(t, time.Minute, append(flags, "status")...)
+		if r.err == nil || !strings.Contains(r.stderr, "Unauthenticated") {
+			t.Errorf("status with a wrong token:\n%s\nwant Unauthenticated", r)
+		}
+	})
+
+	t.Run("reboot in Boot", func(t *testing.T) {
+		off := consoleSize(t, n)
+		out := mustCtl(t, time.Minute, append(maint(t)(), "reboot")...)
+		if !strings.Contains(out, "is rebooting") {
+			t.Errorf("reboot printed %q, want 'is rebooting'", out)
+		}
+		// The maintenance certificate is made at each boot: a new fingerprint means a new boot.
+		waitConsole(t, n, off, regexp.MustCompile(`fingerprint[:=] *[0-9a-f]{64}`), bootTimeout)
+		after := waitStatus(t, maint(t), bootTimeout, func(s statusResp) bool { return s.State == "Boot" })
+		if !after.BootTime.After(s.BootTime) {
+			t.Errorf("boot time after reboot %v, before %v: want a new boot", after.BootTime, s.BootTime)
+		}
+	})
+
+	t.Run("plan formats blank disks", func(t *testing.T) {
+		var p planResp
+		ctlJSON(t, &p, append(maint(t)(), "plan", "--config", c.nodeConfig(0))...)
+		got := map[string]string{}
+		for _, st := range p.Steps {
+			got[st.Volume] = st.Action
+		}
+		for _, v := range []string{"state", "ephemeral", "etcd"} {
+			if got[v] != "format" {
+				t.Errorf("plan for %s = %q, want format (blank disk); plan: %+v", v, got[v], p.Steps)
+			}
+		}
+		if !p.OK {
+			t.Errorf("plan ok = false for blank disks: %+v", p.Steps)
+		}
+	})
+
+	start := time.Now()
+	out := mustCtl(t, initTimeout, append(maint(t)(), "init", "--config", c.nodeConfig(0))...)
+	t.Logf("init took %v:\n%s", time.Since(start).Round(time.Second), out)
+	mtls := func() []string { return c.mtls(0) }
+	s = waitStatus(t, mtls, time.Minute, func(s statusResp) bool { return s.State == "Running" })
+	if s.APIMode != "mtls" || s.LockedBy != "init" {
+		t.Errorf("status after init = %+v, want Running over mtls, locked by init", s)
+	}
+	uuid := etcdUUID(t, mtls())
+
+	// The disks first, then Kubernetes: the volume check does not depend on the services coming back.
+	rebooted := false
+	t.Run("reboot keeps the etcd volume", func(t *testing.T) {
+		off := consoleSize(t, n)
+		mustCtl(t, time.Minute, append(mtls(), "reboot")...)
+		waitConsole(t, n, off, regexp.MustCompile(`machine API listening`), bootTimeout)
+		waitStatus(t, mtls, bootTimeout, func(st statusResp) bool { return st.BootTime.After(s.BootTime) })
+		rebooted = true
+		waitEtcdMounted(t, mtls(), bootTimeout)
+		if got := etcdUUID(t, mtls()); got != uuid {
+			t.Errorf("etcd volume UUID after reboot = %s, before %s: the volume was formatted again", got, uuid)
+		}
+	})
+	t.Run("reboot comes back Running without Init", func(t *testing.T) {
+		if !rebooted {
+			t.Skip("the node did not reboot")
+		}
+		after := waitStatus(t, mtls, restartTimeout, func(st statusResp) bool { return st.State == "Running" })
+		if after.LockedBy != "init" {
+			t.Errorf("status after reboot = %+v, want Running, locked by init", after)
+		}
+		checkNoSequenceAfterReboot(t, mtls(), "init", "state", "ephemeral", "etcd")
+	})
+
+	t.Run("shutdown ends QEMU", func(t *testing.T) {
+		pid := listCluster(t, c.Name).Nodes[0].PID
+		out := mustCtl(t, time.Minute, append(mtls(), "shutdown")...)
+		if !strings.Contains(out, "is shutting down") {
+			t.Errorf("shutdown printed %q", out)
+		}
+		waitExit(t, pid, 2*time.Minute)
+	})
+
+	// Destroy works on a cluster whose VM is gone, and leaves nothing.
+	mustCtl(t, time.Minute, "cluster", "destroy", "--name", c.Name, "--state-dir", stateDir)
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Errorf("cluster destroy left %s (%v)", c.Dir, err)
+	}
+}
+
+// waitEtcdMounted polls the node's mounts until the etcd volume is among them.
+func waitEtcdMounted(t *testing.T, flags []string, timeout time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		r := ctlQuiet(20*time.Second, append(flags, "mounts", "-o", "json")...)
+		var m mountsResp
+		if r.err == nil && json.Unmarshal([]byte(r.stdout), &m) == nil &&
+			slices.ContainsFunc(m.Mounts, func(mt mountEntry) bool { return mt.Volume == "etcd" }) {
+			t.Logf("etcd volume mounted %.1fs after the API answered", time.Since(start).Seconds())
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("the etcd volume was not mounted within %v of the reboot", timeout)
+}
+
+// etcdUUID is the filesystem UUID of the mounted etcd volume.
+func etcdUUID(t *testing.T, flags []string) string {
+	t.Helper()
+	var m mountsResp
+	ctlJSON(t, &m, append(flags, "mounts")...)
+	for _, mt := range m.Mounts {
+		if mt.Volume == "etcd" {
+			if mt.UUID == "" || mt.Target != "/var/lib/etcd" {
+				t.Fatalf("etcd mount = %+v, want /var/lib/etcd with a filesystem UUID", mt)
+			}
+			t.Logf("etcd volume: %s on %s, %s UUID %s", mt.Source, mt.Target, mt.Fstype, mt.UUID)
+			return mt.UUID
+		}
+	}
+	t.Fatalf("no etcd volume among the mounts: %+v", m.Mounts)
+	return ""
+}
+
+// checkNoSequenceAfterReboot reads this boot's events: no task of seq (init or join) ran, and the
+// volumes were mounted by the start path, which only keeps: it refuses to format a configured node's
+// disks.
+func checkNoSequenceAfterReboot(t *testing.T, flags []string, seq string, volumes ...string) {
+	t.Helper()
+	out := mustCtl(t, time.Minute, append(flags, "events", "-o", "json")...)
+	var mounted []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("events -o json: %v: %s", err, sc.Text())
+		}
+		if e.Sequence == seq {
+			t.Errorf("event of the %s sequence after the reboot: %+v", seq, e)
+		}
+		if e.Kind == "task" && strings.HasPrefix(e.Task, "mount-") && e.Outcome == "done" && e.Sequence != seq {
+			mounted = append(mounted, e.Sequence+"/"+e.Task)
+		}
+	}
+	for _, v := range volumes {
+		if !slices.ContainsFunc(mounted, func(m string) bool { return strings.HasSuffix(m, "/mount-"+v) }) {
+			t.Errorf("after the reboot, mounted volumes per events = %v, want %s among them", mounted, v)
+		}
+	}
+}
+
+// TestISO boots cairn.iso through SeaBIOS with an etcd disk that holds someone else's ext4 filesystem.
+// The node must reach its API, keep the CD it booted from out of the candidates, and refuse to touch the
+// foreign disk: plan names it and the config field that would allow a wipe, Init is refused, the node
+// stays in Boot, and not a byte of the disk changes (issues 3 and 4).
+func TestISO(t *testing.T) {
+	foreign := filepath.Join(t.TempDir(), "etcd-foreign.raw")
+	makeForeignExt4(t, foreign)
+	before := headTailSum(t, foreign)
+
+	c := createCluster(t, "iso", bootTimeout, "--no-init", "--mode", "iso", "--disk-file", "cairn-etcd="+foreign)
+	maint := func() []string { return c.maint(t, 0) } // no subtests here: t is the test's own
+	if s := status(t, maint()); s.State != "Boot" {
+		t.Fatalf("status = %+v, want Boot", s)
+	}
+
+	var d disksResp
+	ctlJSON(t, &d, append(maint(), "disks")...)
+	var etcdDisk string
+	for _, dk := range d.Disks {
+		// The CD the node booted from must never be offered for a volume. (GRUB loaded the kernel and
+		// initramfs from it, so the node may not list it at all: then it cannot be chosen either.)
+		cd := strings.HasPrefix(dk.Path, "/dev/sr")
+		for _, sig := range dk.Signatures {
+			cd = cd || sig.Type == "iso9660"
+		}
+		if cd && dk.Candidate {
+			t.Errorf("the boot CD %s is a candidate for Cairn's volumes (note %q)", dk.Path, dk.Note)
+		}
+		if cd {
+			t.Logf("boot CD %s: candidate=%v, note %q", dk.Path, dk.Candidate, dk.Note)
+		}
+		if dk.Serial == "cairn-etcd" {
+			etcdDisk = dk.Path
+			if len(dk.Signatures) == 0 || dk.Signatures[0].Type != "ext4" || dk.Signatures[0].Label != "data" {
+				t.Errorf("disk %s (cairn-etcd) signatures = %+v, want ext4 labelled data", dk.Path, dk.Signatures)
+			}
+		}
+	}
+	if !regexp.MustCompile(`^/dev/vd[a-z]$`).MatchString(etcdDisk) {
+		t.Fatalf("cairn-etcd disk path = %q, want /dev/vdX", etcdDisk)
+	}
+
+	r := ctl(t, time.Minute, append(maint(), "plan", "--config", c.nodeConfig(0))...)
+	t.Logf("plan:\n%s", r)
+	if r.err == nil {
+		t.Errorf("plan with a foreign etcd disk succeeded, want a non-zero exit:\n%s", r)
+	}
+	for _, want := range []string{etcdDisk, "ext4", "machine.disks.etcd.wipe"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, r)
+		}
+	}
+
+	r = ctl(t, time.Minute, append(maint(), "init", "--config", c.nodeConfig(0))...)
+	t.Logf("init:\n%s", r)
+	if r.err == nil || !strings.Contains(r.stderr, "FailedPrecondition") {
+		t.Errorf("init with a foreign etcd disk:\n%s\nwant FailedPrecondition", r)
+	}
+	if s := status(t, maint()); s.State != "Boot" || s.LockedBy != "" {
+		t.Errorf("status after the refused init = %+v, want Boot, unlocked", s)
+	}
+
+	pid := listCluster(t, c.Name).Nodes[0].PID
+	mustCtl(t, time.Minute, append(maint(), "shutdown")...)
+	waitExit(t, pid, 2*time.Minute)
+	if after := headTailSum(t, foreign); after != before {
+		t.Errorf("the foreign disk's first and last MiB changed: sha256 %s before, %s after", before, after)
+	}
+}
+
+// TestRaw boots cairn.raw (GPT, EFI system partition) through OVMF and reaches the API; the disk it
+// booted from is not a candidate for Cairn's volumes.
+func TestRaw(t *testing.T) {
+	c := createCluster(t, "raw", bootTimeout, "--no-init", "--mode", "raw")
+	maint := func() []string { return c.maint(t, 0) }
+	if s := status(t, maint()); s.State != "Boot" {
+		t.Fatalf("status = %+v, want Boot", s)
+	}
+	var d disksResp
+	ctlJSON(t, &d, append(maint(), "disks")...)
+	found := false
+	for _, dk := range d.Disks {
+		if dk.Serial == "boot" {
+			found = true
+			if dk.Candidate {
+				t.Errorf("the boot disk %s is a candidate (note %q), want it excluded", dk.Path, dk.Note)
+			}
+			t.Logf("boot disk %s: %s", dk.Path, dk.Note)
+		}
+	}
+	if !found {
+		t.Errorf("no disk with serial boot in %+v", d.Disks)
+	}
+}
+
+// makeForeignExt4 makes a 2 GiB sparse disk with an ext4 filesystem labelled data holding one file, as
+// a disk from another system would.
+func makeForeignExt4(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	note := filepath.Join(t.TempDir(), "important.txt")
+	if err := os.WriteFile(note, []byte("somebody's data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"mkfs.ext4", "-q", "-F", "-L", "data", p},
+		{"debugfs", "-w", "-R", "write " + note + " important.txt", p},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// headTailSum is the sha256 of a file's first and last MiB: where partition tables, superblocks and
+// their backups live.
+func headTailSum(t *testing.T, p string) string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(h, io.NewSectionReader(f, fi.Size()-1<<20, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	return string(h.Sum(nil))
+}
