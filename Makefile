@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e test run deps clean bundle image kernel-check repro-check
+.PHONY: help build api lint unit integration e2e bench test run run-sandbox deps clean bundle image kernel-check repro-check
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -48,16 +48,24 @@ unit: ## unit tests: no root, under a minute
 	cd image/bundle && $(GO) test ./...
 	cd image/bundle/kube && $(GO) test ./dispatch/
 
-integration: ## root integration tests: loop devices, mounts, namespaces, sandbox machined
+integration: build bundle ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle
 	./hack/deps.sh test
-	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -timeout 20m -p 1 ./...
+	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -timeout 30m -p 1 ./...
+	cd image/bundle && $(GO) test -tags integration -timeout 10m ./itest/ ./mount/
 
-e2e: ## end-to-end tests: QEMU boots driven only through cairnctl
-	@echo "e2e: no QEMU tests yet"
+e2e: image ## end-to-end tests: QEMU boots of the built image, driven only through cairnctl
+	./hack/deps.sh qemu
+	$(GO) test -tags e2e -timeout 80m -count=1 -v ./hack/e2e/
+
+bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts)
+	./hack/bench/bench.sh
 
 test: unit integration e2e ## every test layer (the README's test command; CI runs it)
 
-run: build ## start a sandbox node and init it, printing each step
+run: ## build the image and boot a one-node cluster in QEMU; prints kubectl get nodes
+	./hack/run-cluster.sh
+
+run-sandbox: build ## machined as an ordinary process under _out/sandbox, inited through cairnctl (no VM)
 	./hack/run-sandbox.sh
 
 deps: ## install the Debian packages the build and tests need

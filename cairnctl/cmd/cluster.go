@@ -104,7 +104,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	f.StringVar(&stateSize, "state-size", "1GiB", "size of each node's STATE disk")
 	f.StringVar(&ephemeralSize, "ephemeral-size", "8GiB", "size of each node's EPHEMERAL disk (/var)")
 	f.StringVar(&etcdSize, "etcd-size", "2GiB", "size of each control plane's etcd disk")
-	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane instead of a blank disk (destroy leaves FILE alone)")
+	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane, in place of the blank disk of that serial (cairn-state, cairn-ephemeral, cairn-etcd) or as an extra disk (destroy leaves FILE alone)")
 	f.BoolVar(&o.NoInit, "no-init", false, "boot the nodes and leave them in maintenance mode (print each node's token and fingerprint)")
 	f.BoolVar(&merge, "merge", false, "also merge the cluster's context into the default cairnconfig ($CAIRNCONFIG or ~/.cairn/config)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long each node may take to answer on its machine API (default 5m)")

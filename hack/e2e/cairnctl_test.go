@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -275,4 +276,70 @@ func tail(p string, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// readEvents is the node's kept events (`cairnctl events -o json`, one JSON object per line).
+func readEvents(t *testing.T, flags []string) []event {
+	t.Helper()
+	out := mustCtl(t, time.Minute, append(flags, "events", "-o", "json")...)
+	var evs []event
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("events -o json: %v: %s", err, sc.Text())
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// containsInOrder reports whether want appears in got as a subsequence.
+func containsInOrder(got []string, want ...string) bool {
+	for _, g := range got {
+		if len(want) > 0 && g == want[0] {
+			want = want[1:]
+		}
+	}
+	return len(want) == 0
+}
+
+// serviceState is the service's state in `cairnctl services`.
+func serviceState(t *testing.T, flags []string, name string) string {
+	t.Helper()
+	var r struct {
+		Services []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"services"`
+	}
+	ctlJSON(t, &r, append(flags, "services")...)
+	for _, s := range r.Services {
+		if s.Name == name {
+			return s.State
+		}
+	}
+	t.Fatalf("no service %s in cairnctl services: %+v", name, r.Services)
+	return ""
+}
+
+// waitService polls `cairnctl services` until the service is in state.
+func waitService(t *testing.T, flags []string, name, state string, timeout time.Duration) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		if last = serviceState(t, flags, name); last == state {
+			return
+		}
+	}
+	t.Fatalf("service %s stayed %q for %v, want %q", name, last, timeout, state)
+}
+
+// tailString is the last n bytes of s.
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -32,8 +33,8 @@ type CreateOptions struct {
 	CPUs   int
 	// Disk sizes in bytes; 0 takes the defaults (1 GiB, 8 GiB, 2 GiB).
 	StateSize, EphemeralSize, EtcdSize int64
-	// DiskFiles attach existing images (serial → absolute path) to the first control plane instead of
-	// blank disks; destroy leaves them alone.
+	// DiskFiles attach existing images (serial → absolute path) to the first control plane: in place of
+	// the blank disk of that serial, or as an extra disk for any other serial; destroy leaves them alone.
 	DiskFiles map[string]string
 	// NoInit boots the nodes and leaves them in maintenance mode.
 	NoInit bool
@@ -148,10 +149,22 @@ func (o CreateOptions) disks(n Node, first bool) []qemu.Disk {
 	if n.Role == RoleControlPlane {
 		d = append(d, qemu.Disk{Serial: SerialEtcd, Size: o.EtcdSize})
 	}
-	if first {
-		for i := range d {
-			d[i].File = o.DiskFiles[d[i].Serial]
+	if !first {
+		return d
+	}
+	for i := range d {
+		d[i].File = o.DiskFiles[d[i].Serial]
+	}
+	// Other serials are extra disks: a foreign disk the node must leave alone, for one.
+	var extra []string
+	for serial := range o.DiskFiles {
+		if !slices.ContainsFunc(d, func(x qemu.Disk) bool { return x.Serial == serial }) {
+			extra = append(extra, serial)
 		}
+	}
+	slices.Sort(extra)
+	for _, serial := range extra {
+		d = append(d, qemu.Disk{Serial: serial, File: o.DiskFiles[serial]})
 	}
 	return d
 }

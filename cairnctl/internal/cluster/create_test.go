@@ -50,7 +50,7 @@ func TestCreateRefuses(t *testing.T) {
 }
 
 func TestCreateNodeResources(t *testing.T) {
-	o := CreateOptions{DiskFiles: map[string]string{SerialEtcd: "/tmp/foreign.raw"}}.withDefaults()
+	o := CreateOptions{DiskFiles: map[string]string{SerialEtcd: "/tmp/foreign.raw", "zz-data": "/tmp/z.raw", "aa-data": "/tmp/a.raw"}}.withDefaults()
 	cp := Node{Name: "c-cp1", Role: RoleControlPlane}
 	w := Node{Name: "c-w1", Role: RoleWorker}
 	if got := o.memory(RoleControlPlane); got != 2048 {
@@ -69,7 +69,8 @@ func TestCreateNodeResources(t *testing.T) {
 		want  []qemu.Disk
 	}{
 		{"first control plane", cp, true, []qemu.Disk{
-			{Serial: SerialState, Size: 1 << 30}, {Serial: SerialEphemeral, Size: 8 << 30}, {Serial: SerialEtcd, Size: 2 << 30, File: "/tmp/foreign.raw"}}},
+			{Serial: SerialState, Size: 1 << 30}, {Serial: SerialEphemeral, Size: 8 << 30}, {Serial: SerialEtcd, Size: 2 << 30, File: "/tmp/foreign.raw"},
+			{Serial: "aa-data", File: "/tmp/a.raw"}, {Serial: "zz-data", File: "/tmp/z.raw"}}},
 		{"other control plane", cp, false, []qemu.Disk{
 			{Serial: SerialState, Size: 1 << 30}, {Serial: SerialEphemeral, Size: 8 << 30}, {Serial: SerialEtcd, Size: 2 << 30}}},
 		{"worker: no etcd disk", w, false, []qemu.Disk{{Serial: SerialState, Size: 1 << 30}, {Serial: SerialEphemeral, Size: 8 << 30}}},

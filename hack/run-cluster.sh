@@ -1,0 +1,44 @@
+#!/bin/bash
+# `make run`: builds the image (and the Kubernetes bundle, cached), boots a one-node Cairn cluster in QEMU
+# with `cairnctl cluster create`, and shows its Kubernetes node Ready with the bundle's own kubectl. The VM
+# keeps running; the script ends with how to talk to it and how to stop it.
+#   CAIRN_CLUSTER (default "dev"), CAIRN_WORKERS (default 0), CAIRN_STATE_DIR (default _out/clusters).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name=${CAIRN_CLUSTER:-dev}
+workers=${CAIRN_WORKERS:-0}
+state=${CAIRN_STATE_DIR:-$PWD/_out/clusters}
+step() { printf '\n==> %s\n' "$*"; }
+
+step "building the image (make image; the bundle is cached once built)"
+make --no-print-directory image
+./hack/deps.sh qemu
+
+ctl=$PWD/_out/cairnctl
+ln -sf bundle/bin/kube _out/kubectl
+if "$ctl" cluster list --state-dir "$state" -o json | grep -q "\"name\": \"$name\""; then
+	step "destroying the previous cluster $name"
+	"$ctl" cluster destroy --name "$name" --state-dir "$state"
+fi
+
+step "cairnctl cluster create --name $name --workers $workers (QEMU, TCG: a few minutes)"
+"$ctl" cluster create --name "$name" --workers "$workers" --state-dir "$state" --image-dir "$PWD/_out"
+
+kc=$state/$name/kubeconfig
+step "cairnctl health"
+"$ctl" --cairnconfig "$state/$name/cairnconfig" health
+step "kubectl get nodes"
+for _ in $(seq 60); do
+	_out/kubectl --kubeconfig "$kc" get nodes --no-headers 2>/dev/null | grep -q ' Ready ' && break
+	sleep 5
+done
+_out/kubectl --kubeconfig "$kc" get nodes -o wide
+
+cat <<MSG
+
+The cluster $name is running. Talk to it with:
+  export CAIRNCONFIG=$state/$name/cairnconfig KUBECONFIG=$kc
+  _out/cairnctl services          _out/cairnctl logs kubelet
+  _out/kubectl get pods -A
+Stop it with: _out/cairnctl cluster destroy --name $name --state-dir $state
+MSG
