@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -229,22 +230,60 @@ func (m *Manager) findState(ctx context.Context, state *string) error {
 	return fmt.Errorf("%d disks carry a Cairn STATE label: %s; detach all but one", len(found), strings.Join(names, ", "))
 }
 
-// StopTasks unmount the volumes, deepest first, before a reboot or shutdown.
+// StopTasks unmount the volumes, deepest first, before a reboot or shutdown: with what is mounted
+// below each volume and every bind of it elsewhere (/etc/kubernetes from STATE, the kubelet's shared
+// /var/lib/kubelet), which would otherwise keep the filesystem open, its log dirty, across the reboot.
 func (m *Manager) StopTasks() []sequence.Task {
 	if !m.Devices {
 		return nil
 	}
 	return []sequence.Task{{Name: "unmount-volumes", Run: func(context.Context) error {
+		info := m.MountInfo
+		if info == "" {
+			info = apply.DefaultMountInfo
+		}
 		var errs []error
 		for _, v := range []plan.Volume{plan.Etcd, plan.Ephemeral, plan.State} {
 			target := filepath.Join(m.Paths.Join(), v.DefaultTarget())
-			if err := m.Mounter.Unmount(target, false); err != nil {
-				m.Log.Warn("unmount failed; detaching", "target", target, "error", err)
-				errs = append(errs, m.Mounter.Unmount(target, true))
+			entries, err := apply.ReadMountInfo(info)
+			if err != nil {
+				return err
+			}
+			for _, t := range UnmountOrder(entries, target) {
+				if err := m.Mounter.Unmount(t, false); err != nil {
+					m.Log.Warn("unmount failed; detaching", "target", t, "error", err)
+					errs = append(errs, m.Mounter.Unmount(t, true))
+				}
 			}
 		}
 		return errors.Join(errs...)
 	}}}
+}
+
+// UnmountOrder lists what to unmount to release the volume mounted at target: the mounts below it and
+// the other mounts of its filesystem (binds), latest first, then target itself. Nothing, when nothing is
+// mounted at target.
+func UnmountOrder(entries []apply.MountEntry, target string) []string {
+	dev := ""
+	for _, e := range entries {
+		if e.Target == target {
+			dev = e.Dev
+		}
+	}
+	if dev == "" {
+		return nil
+	}
+	var out []string
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if e.Target == target || slices.Contains(out, e.Target) {
+			continue
+		}
+		if strings.HasPrefix(e.Target, target+"/") || e.Dev == dev {
+			out = append(out, e.Target)
+		}
+	}
+	return append(out, target)
 }
 
 // volumeTimeout bounds one volume: mkfs of a large disk under emulation can take minutes.

@@ -89,6 +89,8 @@ type fakeRunner struct {
 	env   *env
 	calls []string
 	exit  map[string][]int // per tool, exit codes of successive calls
+	// output, when set, is what a failing call prints (default "fake failure").
+	output string
 }
 
 func (r *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
@@ -96,7 +98,11 @@ func (r *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte
 	if codes := r.exit[name]; len(codes) > 0 {
 		r.exit[name] = codes[1:]
 		if codes[0] != 0 {
-			return nil, &ExitError{Tool: name, Args: args, Code: codes[0], Output: []byte("fake failure")}
+			out := []byte("fake failure")
+			if r.output != "" {
+				out = []byte(r.output)
+			}
+			return out, &ExitError{Tool: name, Args: args, Code: codes[0], Output: out}
 		}
 		return nil, nil
 	}
@@ -306,6 +312,7 @@ func TestApplyFsck(t *testing.T) {
 		name    string
 		fs      string
 		exits   map[string][]int
+		output  string
 		wantErr string
 		wantDid string
 	}{
@@ -314,6 +321,10 @@ func TestApplyFsck(t *testing.T) {
 		{name: "xfs corrupt then repaired", fs: "xfs", exits: map[string][]int{"xfs_repair": {1, 0}}, wantDid: "corruption found and repaired"},
 		{name: "xfs corrupt beyond repair", fs: "xfs", exits: map[string][]int{"xfs_repair": {1, 1}}, wantErr: "could not repair it"},
 		{name: "xfs dirty log is left to the mount", fs: "xfs", exits: map[string][]int{"xfs_repair": {2}}, wantDid: "log needs replay"},
+		// What xfs_repair -n really says (and exits 1) after a node went down with the volume mounted: the
+		// log is replayed by the mount, and a repair now would refuse (exit 2).
+		{name: "xfs -n reports a dirty log", fs: "xfs", exits: map[string][]int{"xfs_repair": {1, 2}},
+			output: "ALERT: The filesystem has valuable metadata changes in a log which is being\nignored because the -n option was used.", wantDid: "log needs replay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,7 +334,7 @@ func TestApplyFsck(t *testing.T) {
 			}
 			writeFile(t, e.mi, "")
 			e.mounter.mounts = nil
-			e.runner.exit = tt.exits
+			e.runner.exit, e.runner.output = tt.exits, tt.output
 			r, err := e.applier.Apply(context.Background(), e.plan(config.DiskSpec{}))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -230,13 +231,15 @@ func (a *Applier) fsck(ctx context.Context, fstype, part string) (string, error)
 			return "", fmt.Errorf("%s has errors e2fsck cannot repair on its own; repair it by hand (e2fsck %s) or wipe it: %w", part, part, err)
 		}
 	case config.FilesystemXFS:
-		// xfs_repair -n: 0 clean, 1 corruption found; 2 means a dirty log, which the mount replays.
-		_, err := a.Runner.Run(ctx, "xfs_repair", "-n", part)
+		// xfs_repair -n: 0 clean, 1 corruption found; 2 means a dirty log, which the mount replays. A node
+		// that went down with the volume mounted has a dirty log, and -n then says so and exits 1 over
+		// the "corruption" it sees in the unreplayed metadata: that too is the mount's to replay.
+		out, err := a.Runner.Run(ctx, "xfs_repair", "-n", part)
 		var exit *ExitError
 		switch {
 		case err == nil:
 			return "checked " + part + ": clean", nil
-		case errors.As(err, &exit) && exit.Code == 2:
+		case errors.As(err, &exit) && (exit.Code == 2 || exit.Code == 1 && bytes.Contains(out, []byte("metadata changes in a log"))):
 			return "checked " + part + ": log needs replay, left to the mount", nil
 		case errors.As(err, &exit) && exit.Code == 1:
 			if _, err := a.Runner.Run(ctx, "xfs_repair", part); err != nil {
