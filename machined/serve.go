@@ -128,7 +128,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
 			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
-		Build: server.Build{Version: version, Commit: commit}},
+		Build: server.Build{Version: version, Commit: commit}, RSS: proc.RSS},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -192,6 +192,7 @@ type StatusResponse struct {
 	// The public key of the node's machine-API identity (PEM). A join ticket carries a certificate signed for
 	// it, so the node's private key never leaves the node.
 	MachinePublicKey []byte `protobuf:"bytes,13,opt,name=machine_public_key,json=machinePublicKey,proto3" json:"machine_public_key,omitempty"`
+	MachinedRssBytes uint64 `protobuf:"varint,14,opt,name=machined_rss_bytes,json=machinedRssBytes,proto3" json:"machined_rss_bytes,omitempty"` // machined's resident memory
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -315,6 +316,13 @@ func (x *StatusResponse) GetMachinePublicKey() []byte {
 		return x.MachinePublicKey
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetMachinedRssBytes() uint64 {
+	if x != nil {
+		return x.MachinedRssBytes
+	}
+	return 0
 }
 
 type InitRequest struct {
@@ -1366,6 +1374,7 @@ type Service struct {
 	LastError     string                 `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
 	Pid           int32                  `protobuf:"varint,7,opt,name=pid,proto3" json:"pid,omitempty"`
+	RssBytes      uint64                 `protobuf:"varint,8,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"` // resident memory of the service's main process, while it runs
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1445,6 +1454,13 @@ func (x *Service) GetSince() *timestamppb.Timestamp {
 func (x *Service) GetPid() int32 {
 	if x != nil {
 		return x.Pid
+	}
+	return 0
+}
+
+func (x *Service) GetRssBytes() uint64 {
+	if x != nil {
+		return x.RssBytes
 	}
 	return 0
 }
@@ -2710,7 +2726,7 @@ const file_machine_proto_rawDesc = "" +
 	"go_version\x18\x03 \x01(\tR\tgoVersion\x12-\n" +
 	"\x12kubernetes_version\x18\x04 \x01(\tR\x11kubernetesVersion\x12\x12\n" +
 	"\x04arch\x18\x05 \x01(\tR\x04arch\"\x0f\n" +
-	"\rStatusRequest\"\xb9\x03\n" +
+	"\rStatusRequest\"\xe7\x03\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1b\n" +
 	"\tlocked_by\x18\x02 \x01(\tR\blockedBy\x12!\n" +
@@ -2727,7 +2743,8 @@ const file_machine_proto_rawDesc = "" +
 	"\asandbox\x18\v \x01(\bR\asandbox\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\f \x01(\tR\tclusterId\x12,\n" +
-	"\x12machine_public_key\x18\r \x01(\fR\x10machinePublicKey\"b\n" +
+	"\x12machine_public_key\x18\r \x01(\fR\x10machinePublicKey\x12,\n" +
+	"\x12machined_rss_bytes\x18\x0e \x01(\x04R\x10machinedRssBytes\"b\n" +
 	"\vInitRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12#\n" +
 	"\retcd_snapshot\x18\x02 \x01(\fR\fetcdSnapshot\x12\x16\n" +
@@ -2790,7 +2807,7 @@ const file_machine_proto_rawDesc = "" +
 	"\x04line\x18\x03 \x01(\tR\x04line\"\x11\n" +
 	"\x0fServicesRequest\"O\n" +
 	"\x10ServicesResponse\x12;\n" +
-	"\bservices\x18\x01 \x03(\v2\x1f.cairn.machine.v1alpha1.ServiceR\bservices\"\xca\x01\n" +
+	"\bservices\x18\x01 \x03(\v2\x1f.cairn.machine.v1alpha1.ServiceR\bservices\"\xe7\x01\n" +
 	"\aService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -2799,7 +2816,8 @@ const file_machine_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x05 \x01(\tR\tlastError\x120\n" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x10\n" +
-	"\x03pid\x18\a \x01(\x05R\x03pid\"$\n" +
+	"\x03pid\x18\a \x01(\x05R\x03pid\x12\x1b\n" +
+	"\trss_bytes\x18\b \x01(\x04R\brssBytes\"$\n" +
 	"\x0eServiceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"L\n" +
 	"\x0fServiceResponse\x129\n" +

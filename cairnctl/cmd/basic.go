@@ -70,6 +70,9 @@ func newStatus(g *globals) *cobra.Command {
 				if s.BootTime != nil {
 					row("up", ago(s.BootTime.AsTime()))
 				}
+				if s.MachinedRssBytes > 0 {
+					row("machined memory", humanSize(s.MachinedRssBytes))
+				}
 				if s.Sandbox {
 					row("sandbox", "yes")
 				}
@@ -95,13 +98,17 @@ func newServices(g *globals) *cobra.Command {
 					return printJSON(g.stdout, r)
 				}
 				w := table(g.stdout)
-				fmt.Fprintf(w, "%sSERVICE\tSTATE\tHEALTH\tRESTARTS\tSINCE\tLAST ERROR\n", prefix)
+				fmt.Fprintf(w, "%sSERVICE\tSTATE\tHEALTH\tRESTARTS\tSINCE\tMEMORY\tLAST ERROR\n", prefix)
 				for _, s := range r.Services {
 					since := "-"
 					if s.Since != nil {
 						since = ago(s.Since.AsTime())
 					}
-					fmt.Fprintf(w, "%s%s\t%s\t%s\t%d\t%s\t%s\n", prefix, s.Name, s.State, s.Health, s.Restarts, since, s.LastError)
+					mem := "-"
+					if s.RssBytes > 0 {
+						mem = humanSize(s.RssBytes)
+					}
+					fmt.Fprintf(w, "%s%s\t%s\t%s\t%d\t%s\t%s\t%s\n", prefix, s.Name, s.State, s.Health, s.Restarts, since, mem, s.LastError)
 				}
 				return w.Flush()
 			})

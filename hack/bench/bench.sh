@@ -2,7 +2,8 @@
 # make bench: Cairn's figures on this machine. It prints and never asserts a time.
 #
 #   boot to the first Status call (5 boots, vmlinux/microvm) and, for comparison, the same kernel with a
-#   trivial init answering on port 50000; Status latency; Init to Running in QEMU; image sizes; the
+#   trivial init answering on port 50000; Status latency; machined RSS in Boot; Init to Running in QEMU and
+#   the RSS of machined, containerd and kubelet then; image sizes; the
 #   machine it ran on.
 #
 # The figures are made by TestBench in cairnctl/internal/cluster (build tag bench): it boots VMs with the

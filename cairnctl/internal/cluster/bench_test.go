@@ -87,9 +87,6 @@ func TestBench(t *testing.T) {
 		sizeMiB(filepath.Join(fake, "initramfs.cpio.zst")), sizeMiB(img.Initramfs)), bare)
 	fmt.Printf("  => Cairn adds %.2fs (medians) on top of the kernel and a trivial init\n\n", (median(real) - median(bare)).Seconds())
 
-	fmt.Println("machined RSS at idle in Boot: not measured. No RPC reports it and machined does not log it;")
-	fmt.Println("  proposed: a `memory_rss_bytes` field in StatusResponse (machined's own VmRSS from /proc/self/status),")
-	fmt.Println("  or a Stats RPC listing each supervised service's pid and RSS.")
 }
 
 // bootReal boots the real image with cluster create's disks and waits for its maintenance API.
@@ -140,6 +137,32 @@ func apiLatency(t *testing.T, n NodeState, fp string) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	fmt.Printf("Status latency over one connection (50 calls): median %.1fms, p90 %.1fms, max %.1fms\n",
 		ms(ds[len(ds)/2]), ms(ds[len(ds)*9/10]), ms(ds[len(ds)-1]))
+	if s, err := mc.Status(context.Background(), &machine.StatusRequest{}); err == nil {
+		fmt.Printf("machined RSS at idle in Boot: %.1f MiB\n", float64(s.MachinedRssBytes)/(1<<20))
+	}
+}
+
+// printMemory prints the resident memory of machined and of each supervised service, as the node
+// reports it.
+func printMemory(ctx context.Context, o client.Options, when string) {
+	mc, conn, err := client.Connect(o)
+	if err != nil {
+		fmt.Printf("memory %s: %v\n", when, err)
+		return
+	}
+	defer conn.Close()
+	s, err := mc.Status(ctx, &machine.StatusRequest{})
+	if err != nil {
+		fmt.Printf("memory %s: %v\n", when, err)
+		return
+	}
+	parts := []string{fmt.Sprintf("machined %.1f MiB", float64(s.MachinedRssBytes)/(1<<20))}
+	if r, err := mc.Services(ctx, &machine.ServicesRequest{}); err == nil {
+		for _, svc := range r.Services {
+			parts = append(parts, fmt.Sprintf("%s %.1f MiB", svc.Name, float64(svc.RssBytes)/(1<<20)))
+		}
+	}
+	fmt.Printf("RSS %s: %s\n", when, strings.Join(parts, ", "))
 }
 
 // initToRunning inits the node and times the Init call to the node reporting Running (now: Kubernetes
@@ -179,6 +202,7 @@ func initToRunning(t *testing.T, n NodeState, fp string) {
 		return
 	}
 	fmt.Printf("init to Running (QEMU, 2 vCPU, 2 GiB): %.1fs\n  tasks: %s\n", time.Since(start).Seconds(), strings.Join(tasks, ", "))
+	printMemory(ctx, client.Options{Endpoint: n.APIEndpoint(), Context: cctx}, "in Running")
 }
 
 // buildFakeImage builds the image with image/internal/fakemachined, a trivial init that brings up the

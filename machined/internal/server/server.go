@@ -46,6 +46,8 @@ type Server struct {
 	JoinTokens JoinTokens
 	Usage      volumes.Usage
 	Build      Build
+	// RSS is a process's resident memory in bytes, pid 0 being machined (proc.RSS; nil: not reported).
+	RSS func(pid int) uint64
 }
 
 // Build identifies the running binary.
@@ -90,6 +92,9 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 	}
 	if !st.BootTime.IsZero() {
 		r.BootTime = timestamppb.New(st.BootTime)
+	}
+	if s.RSS != nil {
+		r.MachinedRssBytes = s.RSS(0)
 	}
 	return r, nil
 }
@@ -198,15 +203,18 @@ func (s *Server) Reset(ctx context.Context, req *machine.ResetRequest) (*machine
 func (s *Server) Services(context.Context, *machine.ServicesRequest) (*machine.ServicesResponse, error) {
 	resp := &machine.ServicesResponse{}
 	for _, i := range s.Supervise.List() {
-		resp.Services = append(resp.Services, serviceProto(i))
+		resp.Services = append(resp.Services, s.serviceProto(i))
 	}
 	return resp, nil
 }
 
-func serviceProto(i supervisor.Info) *machine.Service {
+func (s *Server) serviceProto(i supervisor.Info) *machine.Service {
 	p := &machine.Service{Name: i.Name, State: i.State, Health: i.Health, Restarts: i.Restarts, LastError: i.LastError, Pid: int32(i.PID)}
 	if !i.Since.IsZero() {
 		p.Since = timestamppb.New(i.Since)
+	}
+	if s.RSS != nil && i.PID > 0 {
+		p.RssBytes = s.RSS(i.PID)
 	}
 	return p
 }

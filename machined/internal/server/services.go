@@ -76,7 +76,7 @@ func (s *Server) serviceInfo(ctx context.Context, name, want string) (*machine.S
 			return nil, toStatus(errors.New("service vanished"))
 		}
 		if want == "" || i.State == want || time.Now().After(deadline) || ctx.Err() != nil {
-			return &machine.ServiceResponse{Service: serviceProto(i)}, nil
+			return &machine.ServiceResponse{Service: s.serviceProto(i)}, nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
