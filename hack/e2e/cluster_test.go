@@ -63,8 +63,9 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	t.Run("logs and dmesg", func(t *testing.T) {
-		// klog's header: the lines are the component's own, not Cairn's about it.
-		klog := regexp.MustCompile(`(?m)^[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+\.go:\d+\]`)
+		// klog's header (after the time cairnctl puts in front): the lines are the component's own, not
+		// Cairn's about it.
+		klog := regexp.MustCompile(`(?m)^\S+ \S+ [IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+\.go:\d+\]`)
 		for _, svc := range []string{"kubelet", "kube-apiserver"} {
 			out := mustCtl(t, time.Minute, append(mtls(), "logs", svc, "--tail", "50")...)
 			if !klog.MatchString(out) {
