@@ -108,7 +108,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
-		Hooks: node.Hooks{Preflight: vols.Preflight, Workload: wl.Hook, Leave: wl.LeaveTasks, Wipe: vols.WipeTasks,
+		Hooks: node.Hooks{Preflight: vols.Preflight, Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
 				return append(vols.Hook(c, seq, state), sequence.Task{Name: "log-files", Run: func(context.Context) error {
@@ -229,9 +229,27 @@ func sandboxPlatform(o options, log *slog.Logger) platform {
 		},
 		sandbox: true, root: o.root, system: sandboxSystem{}, starter: proc.Exec{}, devices: o.hostDisks,
 		addresses: func() []net.IP { return listenIPs(o.listen) },
-		bundle: workload.Bundle{Bin: filepath.Join(o.bundle, "bin"), CNI: filepath.Join(o.bundle, "cni"),
-			Images: filepath.Join(o.bundle, "images.tar")},
+		bundle: sandboxBundle(o.bundle),
 	}
+}
+
+// sandboxBundle is the --bundle directory's layout; none without the flag.
+func sandboxBundle(dir string) workload.Bundle {
+	if dir == "" {
+		return workload.Bundle{}
+	}
+	return workload.Bundle{Bin: filepath.Join(dir, "bin"), CNI: filepath.Join(dir, "cni"), Images: filepath.Join(dir, "images.tar")}
+}
+
+// workloadHook is the Kubernetes part of Init, Join and the start path. A sandbox node given no --bundle
+// has no containerd or Kubernetes to run: its sequences stop at the machine's own tasks (the lock, the
+// PKI, mutual TLS), which is what the fast sandbox tests and `make run-sandbox` exercise.
+func workloadHook(plat platform, wl *workload.Workload, log *slog.Logger) func(*config.MachineConfig, fsm.Sequence) []sequence.Task {
+	if plat.sandbox && plat.bundle == (workload.Bundle{}) {
+		log.Info("sandbox without --bundle: Init and Join will not start containerd or Kubernetes")
+		return func(*config.MachineConfig, fsm.Sequence) []sequence.Task { return nil }
+	}
+	return wl.Hook
 }
 
 func netipAddrs(ips []net.IP) []netip.Addr {

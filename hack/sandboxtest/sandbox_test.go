@@ -281,7 +281,17 @@ func TestSIGKILLDuringInit(t *testing.T) {
 					t.Fatalf("round %d boot %d: a locked node answered the bootstrap token", round, boot)
 				}
 			} else {
-				_, errOut, ok := cairnctl(t, dir, "--nodes", addr, "--token", "t0k", "--insecure-skip-verify", "init", "--detach", "--config", "controlplane.yaml")
+				// The API answers before the boot sequence has decided; until then Init is Unavailable,
+				// saying so, and a user tries again.
+				var errOut string
+				var ok bool
+				for try := 0; try < 50; try++ {
+					_, errOut, ok = cairnctl(t, dir, "--nodes", addr, "--token", "t0k", "--insecure-skip-verify", "init", "--detach", "--config", "controlplane.yaml")
+					if ok || !strings.Contains(errOut, "is booting") {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
 				if !ok {
 					t.Fatalf("round %d boot %d: init: %s\n%s", round, boot, errOut, m.log)
 				}
