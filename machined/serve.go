@@ -229,7 +229,7 @@ func sandboxPlatform(o options, log *slog.Logger) platform {
 		},
 		sandbox: true, root: o.root, system: sandboxSystem{}, starter: proc.Exec{}, devices: o.hostDisks,
 		addresses: func() []net.IP { return listenIPs(o.listen) },
-		bundle: sandboxBundle(o.bundle),
+		bundle:    sandboxBundle(o.bundle),
 	}
 }
 
