@@ -159,7 +159,10 @@ func printMemory(ctx context.Context, o client.Options, when string) {
 	parts := []string{fmt.Sprintf("machined %.1f MiB", float64(s.MachinedRssBytes)/(1<<20))}
 	if r, err := mc.Services(ctx, &machine.ServicesRequest{}); err == nil {
 		for _, svc := range r.Services {
-			parts = append(parts, fmt.Sprintf("%s %.1f MiB", svc.Name, float64(svc.RssBytes)/(1<<20)))
+			// machined is above; services without a process of their own (apid runs in machined) have none.
+			if svc.Name != "machined" && svc.RssBytes > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f MiB", svc.Name, float64(svc.RssBytes)/(1<<20)))
+			}
 		}
 	}
 	fmt.Printf("RSS %s: %s\n", when, strings.Join(parts, ", "))
