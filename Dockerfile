@@ -11,6 +11,9 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends make gi
 WORKDIR /src
 COPY . .
 ARG VERSION=dev
+# A build machine whose TLS goes through its own CA hands the build that CA's bundle (an ARG is in the
+# RUN steps' environment; empty, Go uses the image's own roots).
+ARG SSL_CERT_FILE=
 RUN VERSION=${VERSION} ./hack/build-image.sh
 
 FROM scratch AS artifacts

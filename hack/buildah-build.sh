@@ -4,7 +4,8 @@
 # packages and this machine's own Go toolchain, then `buildah bud` runs the Dockerfile (which runs
 # hack/build-image.sh, the same script as `make image`) and writes the artifacts to _out/docker.
 # The host's Go module and build caches are mounted into the build so that it does not compile
-# Kubernetes again from nothing; without them the build is the same, only slower.
+# Kubernetes again from nothing; without them the build is the same, only slower. Isolation is chroot:
+# this machine is a cgroup v1/v2 hybrid, which crun refuses, and chroot needs no OCI runtime.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=localhost/cairn-build-base:bookworm-go1.26
@@ -32,8 +33,9 @@ fi
 step "buildah bud (Dockerfile, BASE=$base) -> $out"
 mkdir -p "$out"
 start=$(date +%s)
-buildah bud --network host --build-arg BASE="$base" \
+buildah bud --isolation chroot --network host --build-arg BASE="$base" \
 	-v "$(go env GOMODCACHE):/root/go/pkg/mod" -v "$(go env GOCACHE):/root/.cache/go-build" \
+	-v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/host-ca.crt:ro --build-arg SSL_CERT_FILE=/etc/ssl/host-ca.crt \
 	--output "type=local,dest=$out" .
 step "built in $(( $(date +%s) - start ))s:"
 ls -l "$out"

@@ -156,7 +156,7 @@ func addTools(t *tree.Tree, c Config) error {
 	for _, tool := range c.Tools {
 		b, err := ResolveELF(c.HostRoot, tool)
 		if err != nil {
-			return fmt.Errorf("tool %s: %w (install xfsprogs/e2fsprogs)", tool, err)
+			return fmt.Errorf("tool %s: %w (hack/deps.sh image installs the packages the image copies tools from)", tool, err)
 		}
 		if err := t.Copy("/usr/sbin/"+filepath.Base(tool), filepath.Join(c.HostRoot, tool), 0o755); err != nil {
 			return err
