@@ -9,6 +9,7 @@ for group in "$@"; do
 	test) pkgs="$pkgs xfsprogs e2fsprogs dosfstools btrfs-progs cryptsetup-bin lvm2 mdadm gdisk fdisk squashfs-tools xorriso util-linux iproute2 kmod" ;;
 	image) pkgs="$pkgs linux-image-amd64 squashfs-tools erofs-utils xorriso mtools grub-pc-bin grub-efi-amd64-bin systemd-boot-efi binutils gdisk zstd xfsprogs e2fsprogs iptables" ;;
 	bundle) pkgs="$pkgs libseccomp-dev gcc libc6-dev pkg-config" ;;
+	cgo) pkgs="$pkgs gcc libc6-dev" ;; # the race detector of the unit tests
 	qemu) pkgs="$pkgs qemu-system-x86 qemu-utils ovmf" ;;
 	*) echo "deps.sh: unknown group $group" >&2; exit 2 ;;
 	esac
