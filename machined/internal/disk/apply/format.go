@@ -228,7 +228,7 @@ func (a *Applier) fsck(ctx context.Context, fstype, part string) (string, error)
 		case errors.As(err, &exit) && (exit.Code == 1 || exit.Code == 2):
 			return "checked " + part + ": errors found and repaired", nil
 		default:
-			return "", fmt.Errorf("%s has errors e2fsck cannot repair on its own; repair it by hand (e2fsck %s) or wipe it: %w", part, part, err)
+			return "", fmt.Errorf("%s has errors e2fsck cannot repair on its own; repair it on another machine (e2fsck %s) or wipe it (cairnctl reset, or the disk's wipe: true): %w", part, part, err)
 		}
 	case config.FilesystemXFS:
 		// xfs_repair -n: 0 clean, 1 corruption found; 2 means a dirty log, which the mount replays. A node
@@ -243,7 +243,7 @@ func (a *Applier) fsck(ctx context.Context, fstype, part string) (string, error)
 			return "checked " + part + ": log needs replay, left to the mount", nil
 		case errors.As(err, &exit) && exit.Code == 1:
 			if _, err := a.Runner.Run(ctx, "xfs_repair", part); err != nil {
-				return "", fmt.Errorf("%s is corrupt and xfs_repair could not repair it; repair it by hand or wipe it: %w", part, err)
+				return "", fmt.Errorf("%s is corrupt and xfs_repair could not repair it; repair it on another machine (xfs_repair %s) or wipe it (cairnctl reset, or the disk's wipe: true): %w", part, part, err)
 			}
 			return "checked " + part + ": corruption found and repaired", nil
 		default:
