@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +15,6 @@ import (
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/node"
-	"github.com/cairn-os/cairn/machined/internal/paths"
-	"github.com/cairn-os/cairn/machined/internal/supervisor"
 	"github.com/cairn-os/cairn/machined/internal/testcluster"
 )
 
@@ -35,34 +31,8 @@ type noSys struct{}
 func (noSys) Reboot() error   { return nil }
 func (noSys) PowerOff() error { return nil }
 
-func serve(t *testing.T) *testServer {
-	t.Helper()
-	bus := events.NewBus(nil, nil)
-	creds, err := NewCredentials("n1", nil, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := node.New(node.Options{Paths: paths.Paths{Root: t.TempDir()}, Bus: bus, Sys: noSys{}, API: creds, Sandbox: true,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	g := New(&Server{Node: n, Bus: bus, Supervise: supervisor.New(bus, nil)}, &Auth{Creds: creds, Token: token, Bus: bus})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(l)
-	t.Cleanup(func() {
-		g.Stop()
-		cancel()
-		for i := 0; i < 200 && n.Status().Sequence != ""; i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-	return &testServer{addr: l.Addr().String(), creds: creds, node: n}
-}
+// serve starts a test server without the day-2 sources.
+func serve(t *testing.T) *testServer { return serveDay2(t, nil, nil, nil) }
 
 func dial(t *testing.T, o client.Options) machine.MachineClient {
 	t.Helper()
