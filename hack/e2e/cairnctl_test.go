@@ -272,10 +272,7 @@ func tail(p string, n int) string {
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
+	return tailString(string(b), n)
 }
 
 // readEvents is the node's kept events (`cairnctl events -o json`, one JSON object per line).
