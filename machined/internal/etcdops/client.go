@@ -36,9 +36,12 @@ const (
 // healthcheck client certificate (kube.Layout.PKIFile(kube.EtcdHealthcheckCert), ...).
 type Client struct {
 	Endpoint string // empty: DefaultEndpoint
-	CACert   string // the etcd CA's certificate file
-	Cert     string // a client certificate file signed by the etcd CA
-	Key      string // its key file
+	// Endpoints, when set, are used instead of Endpoint: the members of another node's cluster, for a
+	// joining node's promotion.
+	Endpoints []string
+	CACert    string // the etcd CA's certificate file
+	Cert      string // a client certificate file signed by the etcd CA
+	Key       string // its key file
 	// Timeout bounds each call but the snapshot's transfer (0: DefaultCallTimeout); the client retries
 	// until then, so it is also how long an etcd that does not answer takes to be reported.
 	Timeout time.Duration
@@ -135,11 +138,16 @@ func (c *Client) timeout() time.Duration {
 	return DefaultCallTimeout
 }
 
-func (c *Client) endpoint() string {
-	if c.Endpoint != "" {
-		return c.Endpoint
+func (c *Client) endpoint() string { return c.endpoints()[0] }
+
+func (c *Client) endpoints() []string {
+	switch {
+	case len(c.Endpoints) > 0:
+		return c.Endpoints
+	case c.Endpoint != "":
+		return []string{c.Endpoint}
 	}
-	return DefaultEndpoint
+	return []string{DefaultEndpoint}
 }
 
 // unavailable wraps a call's error, unless the caller has gone.
@@ -156,7 +164,7 @@ func (c *Client) connect(ctx context.Context) (*clientv3.Client, error) {
 		return nil, err
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{c.endpoint()}, TLS: tc, DialTimeout: dialTimeout, Context: ctx,
+		Endpoints: c.endpoints(), TLS: tc, DialTimeout: dialTimeout, Context: ctx,
 		Logger: zap.NewNop(), // errors come back to the caller; etcd's chatter has no reader here
 	})
 	if err != nil {

@@ -57,6 +57,13 @@ type etcdProc struct {
 // peerURL "" picks a free port.
 func startEtcd(t *testing.T, bin string, p testPKI, dataDir, name, peerURL string) (*etcdProc, *Client, func()) {
 	t.Helper()
+	return startMember(t, bin, p, dataDir, name, peerURL, "")
+}
+
+// startMember is startEtcd for a member that joins the existing cluster initialCluster (etcd's
+// --initial-cluster, this member included); "" starts a new single-member cluster.
+func startMember(t *testing.T, bin string, p testPKI, dataDir, name, peerURL, initialCluster string) (*etcdProc, *Client, func()) {
+	t.Helper()
 	if peerURL == "" {
 		peerURL = "https://127.0.0.1:" + strconv.Itoa(freePort(t))
 	}
@@ -66,11 +73,15 @@ func startEtcd(t *testing.T, bin string, p testPKI, dataDir, name, peerURL strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	initial, state := name+"="+e.peerURL, "new"
+	if initialCluster != "" {
+		initial, state = initialCluster, "existing"
+	}
 	// The flags of the rendered static pod that matter here.
 	cmd := exec.Command(bin, "--name", name, "--data-dir", dataDir,
 		"--listen-client-urls", e.clientURL, "--advertise-client-urls", e.clientURL,
 		"--listen-peer-urls", e.peerURL, "--initial-advertise-peer-urls", e.peerURL,
-		"--initial-cluster", name+"="+e.peerURL, "--initial-cluster-state", "new",
+		"--initial-cluster", initial, "--initial-cluster-state", state,
 		"--cert-file", p.ServerCert, "--key-file", p.ServerKey, "--trusted-ca-file", p.CA, "--client-cert-auth",
 		"--peer-cert-file", p.ServerCert, "--peer-key-file", p.ServerKey, "--peer-trusted-ca-file", p.CA,
 		"--peer-client-cert-auth", "--listen-metrics-urls", "http://127.0.0.1:"+strconv.Itoa(freePort(t)))
@@ -106,8 +117,12 @@ func startEtcd(t *testing.T, bin string, p testPKI, dataDir, name, peerURL strin
 	})
 	c := &Client{Endpoint: e.clientURL, CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: 2 * time.Second}
 	start := time.Now()
+	ready := func() error { _, err := c.Members(context.Background()); return err }
+	if state == "existing" {
+		ready = func() error { return c.Ready(context.Background()) } // a learner answers status calls only
+	}
 	for {
-		if _, err := c.Members(context.Background()); err == nil {
+		if err := ready(); err == nil {
 			break
 		} else if time.Since(start) > time.Minute {
 			t.Fatalf("etcd %s did not answer within a minute: %v", name, err)

@@ -1,0 +1,141 @@
+package etcdops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Membership changes for control-plane joins and leaves. A new member always comes in as a learner: it
+// gets the log without a vote, so a joining node that never starts, or starts slowly, cannot cost the
+// cluster its quorum (adding a voter to a one-member cluster would need both to answer). It is promoted
+// once it has caught up.
+
+// Peer is one member as a joining node needs it for etcd's --initial-cluster.
+type Peer struct {
+	ID        uint64
+	Name      string // empty while the member has not started
+	PeerURL   string
+	ClientURL string // empty while the member has not started
+	IsLearner bool
+}
+
+// ErrNotInSync is returned by Promote while the learner has not caught up with the leader; try again.
+var ErrNotInSync = errors.New("the learner is not in sync with the leader yet")
+
+// AddLearner adds a learner member that will listen on peerURL and returns its ID and every member
+// afterwards. A member that already has peerURL (a join retried after the ticket was lost) is returned
+// instead of adding a second one.
+func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, []Peer, error) {
+	var id uint64
+	var peers []Peer
+	err := c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return fmt.Errorf("member list: %w", err)
+		}
+		peers = toPeers(list.Members)
+		for _, m := range list.Members {
+			if slices.Contains(m.PeerURLs, peerURL) {
+				id = m.ID
+				return nil
+			}
+		}
+		add, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+		if err != nil {
+			return fmt.Errorf("add a learner at %s: %w", peerURL, err)
+		}
+		id, peers = add.Member.ID, toPeers(add.Members)
+		return nil
+	})
+	return id, peers, err
+}
+
+// Promote makes learner id a voting member. It returns nil when id votes already, and ErrNotInSync while
+// the learner is catching up.
+func (c *Client) Promote(ctx context.Context, id uint64) error {
+	return c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.MemberPromote(ctx, id)
+		if err == nil {
+			return nil
+		}
+		switch rpctypes.ErrorDesc(err) {
+		case rpctypes.ErrorDesc(rpctypes.ErrGRPCMemberNotLearner):
+			return nil
+		case rpctypes.ErrorDesc(rpctypes.ErrGRPCLearnerNotReady):
+			return ErrNotInSync
+		}
+		return fmt.Errorf("promote member %x: %w", id, err)
+	})
+}
+
+// Leave removes the member listening on peerURL, unless it is the only one: a cluster cannot remove its
+// last member, and a single control plane that resets takes its etcd with it anyway. It returns whether
+// a member was removed.
+func (c *Client) Leave(ctx context.Context, peerURL string) (bool, error) {
+	removed := false
+	err := c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return fmt.Errorf("member list: %w", err)
+		}
+		if len(list.Members) < 2 {
+			return nil
+		}
+		for _, m := range list.Members {
+			if slices.Contains(m.PeerURLs, peerURL) {
+				if _, err := cli.MemberRemove(ctx, m.ID); err != nil {
+					return fmt.Errorf("remove member %s (%x): %w", m.Name, m.ID, err)
+				}
+				removed = true
+			}
+		}
+		return nil
+	})
+	return removed, err
+}
+
+// Ready reports whether the member at the client's endpoint answers a status call, which a learner does
+// too (it refuses most others).
+func (c *Client) Ready(ctx context.Context) error {
+	return c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Status(ctx, c.endpoint())
+		return err
+	})
+}
+
+// with runs f with a connected client and the call timeout, wrapping a failure as Unavailable.
+func (c *Client) with(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
+	cli, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	cctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	err = f(cctx, cli)
+	if err == nil || errors.Is(err, ErrNotInSync) {
+		return err
+	}
+	return c.unavailable(ctx, err)
+}
+
+func toPeers(ms []*etcdserverpb.Member) []Peer {
+	out := make([]Peer, 0, len(ms))
+	for _, m := range ms {
+		p := Peer{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner}
+		if len(m.PeerURLs) > 0 {
+			p.PeerURL = m.PeerURLs[0]
+		}
+		if len(m.ClientURLs) > 0 {
+			p.ClientURL = m.ClientURLs[0]
+		}
+		out = append(out, p)
+	}
+	return out
+}
