@@ -103,7 +103,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 			return joinSvc.Start(o.joinListen, cert)
 		}}
 	tokens := joinsvc.NewTokens(func() string { return filepath.Join(n.StateDir(), joinsvc.TokensFile) }, time.Now)
-	joinSvc.Issuer = &joinsvc.Issuer{Tokens: tokens, Config: func() *config.MachineConfig { return n.Machine() }, Members: wl.Members, Now: time.Now}
+	joinSvc.Issuer = &joinsvc.Issuer{Tokens: tokens, Config: func() *config.MachineConfig { return n.Machine() }, Members: wl.Members, Etcd: wl, Now: time.Now}
 	n = node.New(node.Options{
 		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,

@@ -302,9 +302,15 @@ func (x *Member) GetControlPlane() bool {
 	return false
 }
 
+// What a joining control-plane node needs beyond a worker's ticket. Its own leaf certificates (etcd
+// peer and server, API server, ...) it signs itself with the CAs in secrets, with keys that never leave it.
 type ControlPlaneSecrets struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Secrets       []byte                 `protobuf:"bytes,1,opt,name=secrets,proto3" json:"secrets,omitempty"` // the cluster's secrets.yaml
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Secrets []byte                 `protobuf:"bytes,1,opt,name=secrets,proto3" json:"secrets,omitempty"` // the cluster's secrets.yaml
+	// The etcd cluster as the joining member must start in it (--initial-cluster, state existing): every
+	// member, the joining one included. The join service added the node as a learner before answering.
+	EtcdMembers   []*EtcdPeer `protobuf:"bytes,2,rep,name=etcd_members,json=etcdMembers,proto3" json:"etcd_members,omitempty"`
+	EtcdMemberId  uint64      `protobuf:"varint,3,opt,name=etcd_member_id,json=etcdMemberId,proto3" json:"etcd_member_id,omitempty"` // the joining node's learner ID, which it promotes once in sync
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -346,6 +352,80 @@ func (x *ControlPlaneSecrets) GetSecrets() []byte {
 	return nil
 }
 
+func (x *ControlPlaneSecrets) GetEtcdMembers() []*EtcdPeer {
+	if x != nil {
+		return x.EtcdMembers
+	}
+	return nil
+}
+
+func (x *ControlPlaneSecrets) GetEtcdMemberId() uint64 {
+	if x != nil {
+		return x.EtcdMemberId
+	}
+	return 0
+}
+
+type EtcdPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	PeerUrl       string                 `protobuf:"bytes,2,opt,name=peer_url,json=peerUrl,proto3" json:"peer_url,omitempty"`       // https://HOST:2380
+	ClientUrl     string                 `protobuf:"bytes,3,opt,name=client_url,json=clientUrl,proto3" json:"client_url,omitempty"` // https://HOST:2379; empty for the joining member
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EtcdPeer) Reset() {
+	*x = EtcdPeer{}
+	mi := &file_join_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtcdPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtcdPeer) ProtoMessage() {}
+
+func (x *EtcdPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_join_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtcdPeer.ProtoReflect.Descriptor instead.
+func (*EtcdPeer) Descriptor() ([]byte, []int) {
+	return file_join_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EtcdPeer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EtcdPeer) GetPeerUrl() string {
+	if x != nil {
+		return x.PeerUrl
+	}
+	return ""
+}
+
+func (x *EtcdPeer) GetClientUrl() string {
+	if x != nil {
+		return x.ClientUrl
+	}
+	return ""
+}
+
 var File_join_proto protoreflect.FileDescriptor
 
 const file_join_proto_rawDesc = "" +
@@ -380,9 +460,16 @@ const file_join_proto_rawDesc = "" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12#\n" +
-	"\rcontrol_plane\x18\x03 \x01(\bR\fcontrolPlane\"/\n" +
+	"\rcontrol_plane\x18\x03 \x01(\bR\fcontrolPlane\"\x9a\x01\n" +
 	"\x13ControlPlaneSecrets\x12\x18\n" +
-	"\asecrets\x18\x01 \x01(\fR\asecrets2i\n" +
+	"\asecrets\x18\x01 \x01(\fR\asecrets\x12C\n" +
+	"\fetcd_members\x18\x02 \x03(\v2 .cairn.machine.v1alpha1.EtcdPeerR\vetcdMembers\x12$\n" +
+	"\x0eetcd_member_id\x18\x03 \x01(\x04R\fetcdMemberId\"X\n" +
+	"\bEtcdPeer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\x12\x1d\n" +
+	"\n" +
+	"client_url\x18\x03 \x01(\tR\tclientUrl2i\n" +
 	"\vJoinService\x12Z\n" +
 	"\rRequestTicket\x12%.cairn.machine.v1alpha1.TicketRequest\x1a\".cairn.machine.v1alpha1.JoinTicketB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
 
@@ -398,23 +485,25 @@ func file_join_proto_rawDescGZIP() []byte {
 	return file_join_proto_rawDescData
 }
 
-var file_join_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_join_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_join_proto_goTypes = []any{
 	(*TicketRequest)(nil),       // 0: cairn.machine.v1alpha1.TicketRequest
 	(*JoinTicket)(nil),          // 1: cairn.machine.v1alpha1.JoinTicket
 	(*Member)(nil),              // 2: cairn.machine.v1alpha1.Member
 	(*ControlPlaneSecrets)(nil), // 3: cairn.machine.v1alpha1.ControlPlaneSecrets
+	(*EtcdPeer)(nil),            // 4: cairn.machine.v1alpha1.EtcdPeer
 }
 var file_join_proto_depIdxs = []int32{
 	2, // 0: cairn.machine.v1alpha1.JoinTicket.members:type_name -> cairn.machine.v1alpha1.Member
 	3, // 1: cairn.machine.v1alpha1.JoinTicket.control_plane:type_name -> cairn.machine.v1alpha1.ControlPlaneSecrets
-	0, // 2: cairn.machine.v1alpha1.JoinService.RequestTicket:input_type -> cairn.machine.v1alpha1.TicketRequest
-	1, // 3: cairn.machine.v1alpha1.JoinService.RequestTicket:output_type -> cairn.machine.v1alpha1.JoinTicket
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 2: cairn.machine.v1alpha1.ControlPlaneSecrets.etcd_members:type_name -> cairn.machine.v1alpha1.EtcdPeer
+	0, // 3: cairn.machine.v1alpha1.JoinService.RequestTicket:input_type -> cairn.machine.v1alpha1.TicketRequest
+	1, // 4: cairn.machine.v1alpha1.JoinService.RequestTicket:output_type -> cairn.machine.v1alpha1.JoinTicket
+	4, // [4:5] is the sub-list for method output_type
+	3, // [3:4] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_join_proto_init() }
@@ -428,7 +517,7 @@ func file_join_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_join_proto_rawDesc), len(file_join_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

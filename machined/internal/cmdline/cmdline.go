@@ -3,6 +3,7 @@
 //	cairn.token=TOKEN        the bootstrap token for the maintenance API (else a random one is printed)
 //	cairn.join=HOST:PORT     join the cluster whose join service is there, by itself
 //	cairn.jointoken=TOKEN    the join token for cairn.join
+//	cairn.joinca=HASH        the SHA-256 of the machine CA the join service must chain to (hex)
 //	cairn.hostname=NAME      the node's hostname before a config sets one
 //	ip=...                   static addresses, in the kernel's own syntax (see ParseIP)
 package cmdline

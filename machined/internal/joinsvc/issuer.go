@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/cairn-os/cairn/api/client"
@@ -20,11 +21,28 @@ type Issuer struct {
 	Config func() *config.MachineConfig
 	// Members lists the cluster's control-plane nodes, for the joining node's discovery names.
 	Members func(ctx context.Context) []*machine.Member
-	Now     func() time.Time
+	// Etcd adds a joining control plane's etcd member (nil: control-plane joins are refused).
+	Etcd EtcdMembership
+	Now  func() time.Time
 }
 
-// ErrControlPlaneJoin is returned for control-plane tokens until that path exists.
-var ErrControlPlaneJoin = errors.New("joining extra control-plane nodes is not available yet; join workers, or run a single control plane")
+// EtcdMembership is this control plane's view of the etcd cluster, for control-plane joins.
+type EtcdMembership interface {
+	// AddLearner adds the member name will run at peerURL as a learner (or finds it, for a retried join)
+	// and returns its ID and every member as --initial-cluster needs them.
+	AddLearner(ctx context.Context, name, peerURL string) (uint64, []*machine.EtcdPeer, error)
+}
+
+// ErrControlPlaneJoin is returned for control-plane tokens by a node that cannot change etcd's membership.
+var ErrControlPlaneJoin = errors.New("this node cannot add etcd members, so it admits no control-plane nodes; join workers here")
+
+// EtcdError is a failed change of etcd's membership: the cluster is not ready for another member now.
+type EtcdError struct{ Err error }
+
+func (e *EtcdError) Error() string {
+	return "add the node to etcd: " + e.Err.Error()
+}
+func (e *EtcdError) Unwrap() error { return e.Err }
 
 // Issue checks the token and makes a ticket for the asking node.
 func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machine.JoinTicket, error) {
@@ -43,8 +61,11 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	if err != nil {
 		return nil, err
 	}
-	if role == RoleControlPlane {
+	if role == RoleControlPlane && i.Etcd == nil {
 		return nil, ErrControlPlaneJoin
+	}
+	if role == RoleControlPlane && (len(req.Addresses) == 0 || net.ParseIP(req.Addresses[0]) == nil) {
+		return nil, &DeniedError{Reason: "a control-plane join needs the node's IP address first in addresses: its etcd member listens there", invalid: true}
 	}
 	s := cfg.Cluster.Secrets
 	ca, err := (pki.PEM{Cert: []byte(s.MachineCA.Cert), Key: []byte(s.MachineCA.Key)}).ParseCA()
@@ -62,11 +83,11 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	if err != nil {
 		return nil, err
 	}
-	workerCfg, err := workerConfig(cfg, role)
+	joinCfg, err := joinConfig(cfg, role)
 	if err != nil {
 		return nil, err
 	}
-	return &machine.JoinTicket{
+	t := &machine.JoinTicket{
 		ClusterName: cfg.Cluster.Name, ClusterId: cfg.Cluster.ID, Role: role,
 		ApiEndpoints:   []string{cfg.Cluster.Endpoint},
 		KubernetesCa:   []byte(s.KubernetesCA.Cert),
@@ -77,20 +98,49 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 		PodCidr:        cfg.Cluster.Network.PodCIDR,
 		ServiceCidr:    cfg.Cluster.Network.ServiceCIDR,
 		DnsDomain:      cfg.Cluster.Network.DNSDomain,
-		Config:         workerCfg,
-	}, nil
+		Config:         joinCfg,
+	}
+	if role == RoleControlPlane {
+		if t.ControlPlane, err = i.controlPlane(ctx, req, s); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
-// workerConfig is the config a node that joins by itself (kernel command line) gets: the cluster as the
-// control plane knows it, without its secrets, and the default disk selectors. An operator's join sends
-// its own worker.yaml instead.
-func workerConfig(cp *config.MachineConfig, role string) ([]byte, error) {
+// controlPlane is what a control-plane ticket adds: the secrets, and the etcd cluster with the node
+// already added as a learner. Last, so nothing is added to etcd for a request refused for another reason.
+func (i *Issuer) controlPlane(ctx context.Context, req *machine.TicketRequest, s *config.Secrets) (*machine.ControlPlaneSecrets, error) {
+	secrets, err := config.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	peerURL := "https://" + net.JoinHostPort(req.Addresses[0], strconv.Itoa(EtcdPeerPort))
+	id, members, err := i.Etcd.AddLearner(ctx, req.NodeName, peerURL)
+	if err != nil {
+		return nil, &EtcdError{Err: err}
+	}
+	return &machine.ControlPlaneSecrets{Secrets: secrets, EtcdMembers: members, EtcdMemberId: id}, nil
+}
+
+// EtcdPeerPort is etcd's peer port on every control-plane node.
+const EtcdPeerPort = 2380
+
+// joinConfig is the config a node that joins by itself (kernel command line) gets: the cluster as the
+// control plane knows it and the default disk selectors; a worker's without the cluster's secrets, a
+// control plane's with them and an etcd disk. An operator's join sends its own config instead.
+func joinConfig(cp *config.MachineConfig, role string) ([]byte, error) {
 	c := *cp
-	c.Cluster.Secrets = nil
 	c.Cluster.Join = nil
 	c.Machine = config.Machine{Type: role, Disks: config.Disks{State: config.DefaultDisk("state"), Ephemeral: config.DefaultDisk("ephemeral")}}
+	if role == RoleControlPlane {
+		etcd := config.DefaultDisk("etcd")
+		c.Machine.Disks.Etcd = &etcd
+	} else {
+		c.Cluster.Secrets = nil
+	}
 	if err := config.Validate(&c); err != nil {
-		return nil, fmt.Errorf("worker config: %w", err)
+		return nil, fmt.Errorf("%s config: %w", role, err)
 	}
 	return config.Marshal(&c)
 }

@@ -46,6 +46,8 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 		err = status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrControlPlaneJoin):
 		err = status.Error(codes.Unimplemented, err.Error())
+	case errors.As(err, new(*EtcdError)):
+		err = status.Error(codes.Unavailable, err.Error())
 	default:
 		err = status.Error(codes.Internal, err.Error())
 	}

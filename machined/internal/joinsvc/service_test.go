@@ -6,10 +6,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +27,11 @@ import (
 // serveJoin starts a join service for a generated cluster, presenting a control plane's certificate
 // chained to the machine CA, and returns its address and the CA's pin.
 func serveJoin(t *testing.T) (*testcluster.Cluster, *Tokens, string, string) {
+	return serveJoinEtcd(t, nil)
+}
+
+// serveJoinEtcd is serveJoin with etcd as the control plane's etcd membership.
+func serveJoinEtcd(t *testing.T, etcd EtcdMembership) (*testcluster.Cluster, *Tokens, string, string) {
 	c := testcluster.New(t)
 	ca := c.MachineCA(t)
 	leaf, err := ca.Sign(pki.Request{CommonName: "cp1", Server: true, DNSNames: []string{client.ServerName}}, time.Now())
@@ -37,7 +45,7 @@ func serveJoin(t *testing.T) (*testcluster.Cluster, *Tokens, string, string) {
 	cert.Certificate = append(cert.Certificate, ca.Cert.Raw)
 	p := filepath.Join(t.TempDir(), TokensFile)
 	tokens := NewTokens(func() string { return p }, nil)
-	svc := &Service{Bus: events.NewBus(nil, nil), Issuer: &Issuer{Tokens: tokens, Now: time.Now,
+	svc := &Service{Bus: events.NewBus(nil, nil), Issuer: &Issuer{Tokens: tokens, Now: time.Now, Etcd: etcd,
 		Config:  func() *config.MachineConfig { return c.ControlPlane },
 		Members: func(context.Context) []*machine.Member { return []*machine.Member{{Name: "cp1", Address: "10.5.0.2"}} }}}
 	addr, err := svc.Listen("127.0.0.1:0", cert)
@@ -93,4 +101,84 @@ func TestTicketOverTheWire(t *testing.T) {
 	if _, err := (&Client{CAHash: pin}).RequestTicket(ctx, addr, req); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("second use of a single-use token: %v, want PermissionDenied", err)
 	}
+}
+
+// fakeEtcd is a one-member etcd cluster that records the learners added to it.
+type fakeEtcd struct {
+	err      error
+	learners []string
+}
+
+func (f *fakeEtcd) AddLearner(_ context.Context, name, peerURL string) (uint64, []*machine.EtcdPeer, error) {
+	if f.err != nil {
+		return 0, nil, f.err
+	}
+	f.learners = append(f.learners, name+"="+peerURL)
+	return 7, []*machine.EtcdPeer{
+		{Name: "cp1", PeerUrl: "https://10.5.0.2:2380", ClientUrl: "https://10.5.0.2:2379"},
+		{Name: name, PeerUrl: peerURL},
+	}, nil
+}
+
+func TestControlPlaneTicket(t *testing.T) {
+	key, _ := pki.NewKey()
+	pub, _ := pki.EncodePublicKey(key.Public())
+	ctx := context.Background()
+	request := func(t *testing.T, etcd EtcdMembership, addrs ...string) (*testcluster.Cluster, *machine.JoinTicket, error) {
+		c, tokens, addr, pin := serveJoinEtcd(t, etcd)
+		tok, _, err := tokens.Create(RoleControlPlane, time.Minute, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &machine.TicketRequest{Token: tok, NodeName: "cp2", Addresses: addrs, MachinePublicKey: pub}
+		ticket, err := (&Client{CAHash: pin}).RequestTicket(ctx, addr, req)
+		return c, ticket, err
+	}
+
+	t.Run("issued", func(t *testing.T) {
+		etcd := &fakeEtcd{}
+		c, ticket, err := request(t, etcd, "10.5.0.3", "10.0.2.15")
+		if err != nil {
+			t.Fatalf("RequestTicket = %v", err)
+		}
+		if diff := cmp.Diff([]string{"cp2=https://10.5.0.3:2380"}, etcd.learners); diff != "" {
+			t.Errorf("learners added (-want +got):\n%s", diff)
+		}
+		cp := ticket.ControlPlane
+		if ticket.Role != RoleControlPlane || cp == nil || cp.EtcdMemberId != 7 || len(cp.EtcdMembers) != 2 {
+			t.Fatalf("ticket = role %s, control plane %v; want the etcd cluster with learner 7", ticket.Role, cp)
+		}
+		s, err := config.ParseSecrets(cp.Secrets)
+		if err != nil || s.EtcdCA.Key != c.Secrets.EtcdCA.Key {
+			t.Errorf("ticket secrets: %v; want the cluster's etcd CA", err)
+		}
+		cfg, err := config.Parse(ticket.Config)
+		if err != nil || config.Validate(cfg) != nil {
+			t.Fatalf("ticket config: %v", err)
+		}
+		if cfg.Machine.Type != config.TypeControlPlane || cfg.Machine.Disks.Etcd == nil || cfg.Cluster.Secrets == nil {
+			t.Errorf("ticket config = type %s, etcd disk %v, secrets %v; want a control plane with both",
+				cfg.Machine.Type, cfg.Machine.Disks.Etcd, cfg.Cluster.Secrets != nil)
+		}
+	})
+	t.Run("no address", func(t *testing.T) {
+		etcd := &fakeEtcd{}
+		if _, _, err := request(t, etcd); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("RequestTicket without addresses = %v, want InvalidArgument", err)
+		}
+		if len(etcd.learners) != 0 {
+			t.Errorf("learners %v added for a refused request", etcd.learners)
+		}
+	})
+	t.Run("etcd refuses", func(t *testing.T) {
+		_, _, err := request(t, &fakeEtcd{err: errors.New("too many learner members in cluster")}, "10.5.0.3")
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "too many learner") {
+			t.Errorf("RequestTicket while etcd refuses = %v, want Unavailable with etcd's reason", err)
+		}
+	})
+	t.Run("no etcd on this node", func(t *testing.T) {
+		if _, _, err := request(t, nil, "10.5.0.3"); status.Code(err) != codes.Unimplemented {
+			t.Errorf("RequestTicket from a node without etcd membership = %v, want Unimplemented", err)
+		}
+	})
 }

@@ -72,6 +72,9 @@ func (n *Node) checkTicket(cfg *config.MachineConfig, t *machine.JoinTicket) err
 	if t.Role != cfg.Machine.Type {
 		return bad("it admits a %s, the config describes a %s", t.Role, cfg.Machine.Type)
 	}
+	if t.Role == config.TypeControlPlane && (t.ControlPlane == nil || len(t.ControlPlane.EtcdMembers) == 0 || t.ControlPlane.EtcdMemberId == 0) {
+		return bad("a control-plane ticket must name the etcd cluster to join and this node's member in it")
+	}
 	cert, err := pki.ParseCert(t.MachineCert)
 	if err != nil {
 		return bad("machine certificate: %v", err)

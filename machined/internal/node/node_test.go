@@ -9,12 +9,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/api/pki"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
@@ -133,6 +138,51 @@ func TestRefusedInitChangesNothing(t *testing.T) {
 			entries, _ := os.ReadDir(h.o.Paths.State())
 			if len(entries) != 0 {
 				t.Errorf("STATE holds %d entries after a refused Init; nothing may be written", len(entries))
+			}
+		})
+	}
+}
+
+// TestRefusedJoinTicketChangesNothing: tickets that are not for this node, or a control-plane ticket that
+// does not say which etcd cluster to join, are refused before anything is written.
+func TestRefusedJoinTicketChangesNothing(t *testing.T) {
+	c := testcluster.New(t)
+	other := testcluster.New(t)
+	tests := map[string]struct {
+		cfg    []byte
+		ticket func(t testing.TB, pub []byte) *machine.JoinTicket
+		want   string
+	}{
+		"other cluster": {c.WorkerYAML, func(t testing.TB, pub []byte) *machine.JoinTicket { return other.Ticket(t, pub) }, "is for cluster"},
+		"other node's key": {c.WorkerYAML, func(t testing.TB, _ []byte) *machine.JoinTicket {
+			k, _ := pki.NewKey()
+			pub, _ := pki.EncodePublicKey(k.Public())
+			return c.Ticket(t, pub)
+		}, "another node's key"},
+		"role differs from config": {c.ControlPlaneYAML, c.Ticket, "admits a worker"},
+		"control plane without etcd cluster": {c.ControlPlaneYAML, func(t testing.TB, pub []byte) *machine.JoinTicket {
+			tk := c.Ticket(t, pub)
+			tk.Role, tk.Config = config.TypeControlPlane, c.ControlPlaneYAML
+			return tk
+		}, "etcd cluster to join"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := start(t, t.TempDir(), nil)
+			raw, err := proto.Marshal(tc.ticket(t, h.Status().PublicKeyPEM))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = h.Join(context.Background(), tc.cfg, raw)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Join() = %v, want a ConfigError with %q", err, tc.want)
+			}
+			if st := h.State(); st != fsm.Boot {
+				t.Errorf("state = %s after a refused Join, want Boot", st)
+			}
+			if entries, _ := os.ReadDir(h.o.Paths.State()); len(entries) != 0 {
+				t.Errorf("STATE holds %d entries after a refused Join; nothing may be written", len(entries))
 			}
 		})
 	}

@@ -24,7 +24,8 @@ func (w *Workload) writeControlPlane(context.Context) error {
 	return kube.WriteFiles(files)
 }
 
-// writeEtcd writes etcd's static pod. It runs after the ETCD volume is mounted (the storage tasks come
+// writeEtcd writes etcd's static pod, in a new cluster or, on a joined control plane, in the one its
+// ticket names (etcd ignores that once its data directory exists). It runs after the ETCD volume is mounted (the storage tasks come
 // first in every sequence), and the kubelet cannot start etcd before this file exists: etcd never starts
 // on the node's root filesystem by mistake (kops' guard).
 func (w *Workload) writeEtcd(context.Context) error {
@@ -32,7 +33,7 @@ func (w *Workload) writeEtcd(context.Context) error {
 	if _, err := os.Stat(r.Layout().EtcdData()); err != nil {
 		return fmt.Errorf("the etcd volume is not there: %w", err)
 	}
-	f, err := r.EtcdManifest(kube.EtcdOptions{})
+	f, err := r.EtcdManifest(w.etcdOptions())
 	if err != nil {
 		return err
 	}

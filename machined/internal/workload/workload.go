@@ -100,6 +100,28 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("discovery-names", w.discoveryNames),
 		}
 	}
+	if seq == fsm.SeqJoin {
+		// A joining control plane's etcd member starts first, as a learner of the existing cluster, and
+		// must vote before the local API server, which talks to it alone, can start.
+		return []sequence.Task{
+			t("kernel-modules", w.waitModules),
+			t("render", func(context.Context) error { return w.render(c) }),
+			t("kubernetes-dir", w.persistKubernetesDir),
+			{Name: "kubernetes-pki", Once: true, Run: w.writePKI},
+			t("containerd", w.startContainerd),
+			t("import-images", w.importImages),
+			t("etcd-manifest", w.writeEtcd),
+			t("kubelet", w.startKubelet),
+			{Name: "etcd-promote", Timeout: waitTimeout, Run: w.promoteEtcd},
+			{Name: "etcd-healthy", Timeout: waitTimeout, Run: w.waitEtcd},
+			t("control-plane-manifests", w.writeControlPlane),
+			{Name: "apiserver-ready", Timeout: waitTimeout, Run: w.waitAPIServer},
+			{Name: "pod-network", Timeout: waitTimeout, Run: w.podNetwork},
+			{Name: "node-ready", Timeout: waitTimeout, Run: w.waitNodeReady},
+			t("join-service", func(context.Context) error { return w.StartJoinService() }),
+			t("discovery-names", w.discoveryNames),
+		}
+	}
 	return []sequence.Task{
 		t("kernel-modules", w.waitModules),
 		t("render", func(context.Context) error { return w.render(c) }),
