@@ -4,11 +4,14 @@
 package client
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -89,6 +92,17 @@ func (c *Config) Current(name string) (*Context, error) {
 		return nil, fmt.Errorf("no context %q in the cairnconfig (have: %v)", name, names)
 	}
 	return ctx, nil
+}
+
+// CAHash is what a node's cairn.joinca= takes to pin the join service to this context's machine CA: the
+// hex SHA-256 of the CA's DER certificate.
+func (c *Context) CAHash() (string, error) {
+	ca, err := pki.ParseCert([]byte(strings.TrimSpace(c.CA) + "\n"))
+	if err != nil {
+		return "", fmt.Errorf("cairnconfig: the machine CA: %w", err)
+	}
+	sum := sha256.Sum256(ca.Raw)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // Merge adds or replaces a context and makes it current.

@@ -34,7 +34,7 @@ stops them and removes everything.`,
 		}
 		return cluster.DefaultRoot()
 	}
-	c.AddCommand(newClusterCreate(g, root), newClusterDestroy(g, root), newClusterList(g, root))
+	c.AddCommand(newClusterCreate(g, root), newClusterAdd(g, root), newClusterDestroy(g, root), newClusterList(g, root))
 	return c
 }
 
@@ -66,15 +66,9 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 				o.ImageDir = cluster.DefaultImageDir(exe)
 			}
 			o.Mode = qemu.Mode(mode)
-			for _, s := range []struct {
-				flag, val string
-				dst       *int64
-			}{{"--state-size", stateSize, &o.StateSize}, {"--ephemeral-size", ephemeralSize, &o.EphemeralSize}, {"--etcd-size", etcdSize, &o.EtcdSize}} {
-				n, err := config.ParseSize(s.val)
-				if err != nil {
-					return fmt.Errorf("%s: %w", s.flag, err)
-				}
-				*s.dst = int64(n)
+			if err := parseSizes(map[string]sizeFlag{"--state-size": {stateSize, &o.StateSize},
+				"--ephemeral-size": {ephemeralSize, &o.EphemeralSize}, "--etcd-size": {etcdSize, &o.EtcdSize}}); err != nil {
+				return err
 			}
 			if o.DiskFiles, err = parseDiskFiles(diskFiles); err != nil {
 				return err
@@ -109,6 +103,80 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	f.BoolVar(&merge, "merge", false, "also merge the cluster's context into the default cairnconfig ($CAIRNCONFIG or ~/.cairn/config)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long each node may take to answer on its machine API (default 5m)")
 	return c
+}
+
+func newClusterAdd(g *globals, root func() (string, error)) *cobra.Command {
+	var o cluster.AddOptions
+	var stateSize, ephemeralSize, etcdSize string
+	c := &cobra.Command{
+		Use:   "add --name NAME [--role worker|controlplane] [--self-join]",
+		Short: "Boot one more node for a local cluster and join it",
+		Long: `add boots one more QEMU VM for a cluster made by 'cluster create' (the next name of its role and the
+next address on the cluster's L2, blank disks) and joins it through the first control plane.
+
+By default the node is joined the way 'cairnctl join' does it: a single-use token from the control
+plane, a ticket for the node's key from the join service, and the node's Join RPC over its maintenance
+API. With --self-join nobody talks to the node: it boots with
+  cairn.join=FIRST:50001 cairn.jointoken=TOKEN cairn.joinca=CAHASH
+on its kernel command line and asks for its ticket by itself, as a node of an autoscaling group would.
+Either way add waits until the node is Running and adds its machine API to the cluster's cairnconfig.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Name == "" {
+				return errors.New("--name is required")
+			}
+			var err error
+			if o.Root, err = root(); err != nil {
+				return err
+			}
+			if o.ImageDir == "" {
+				exe, _ := os.Executable()
+				o.ImageDir = cluster.DefaultImageDir(exe)
+			}
+			if err := parseSizes(map[string]sizeFlag{"--state-size": {stateSize, &o.StateSize},
+				"--ephemeral-size": {ephemeralSize, &o.EphemeralSize}, "--etcd-size": {etcdSize, &o.EtcdSize}}); err != nil {
+				return err
+			}
+			o.FormatEvent = formatEvent
+			p := cluster.NewProgress(g.stdout)
+			n, err := cluster.Add(cmd.Context(), o, p)
+			if err != nil {
+				return err
+			}
+			p.Printf("%s added to cluster %s (%s, machine API on %s)", n.Name, o.Name, n.Role, n.APIEndpoint())
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Name, "name", "", "the cluster to grow (required)")
+	f.StringVar(&o.Role, "role", cluster.RoleWorker, "the new node's role: worker or controlplane")
+	f.BoolVar(&o.SelfJoin, "self-join", false, "let the node join by itself from its kernel command line instead of pushing the join to it")
+	f.StringVar(&o.ImageDir, "image-dir", "", "directory with the built image (default: the _out of cairnctl's repository, else ./_out)")
+	f.IntVar(&o.Memory, "memory", 0, "the node's memory in MiB (default 2048 for a control plane, 1024 for a worker)")
+	f.IntVar(&o.CPUs, "cpus", 2, "virtual CPUs")
+	f.StringVar(&stateSize, "state-size", "1GiB", "size of the node's STATE disk")
+	f.StringVar(&ephemeralSize, "ephemeral-size", "8GiB", "size of the node's EPHEMERAL disk (/var)")
+	f.StringVar(&etcdSize, "etcd-size", "2GiB", "size of a control plane's etcd disk")
+	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long the node may take to answer on its machine API (default 5m)")
+	return c
+}
+
+// sizeFlag is a size flag's text and where its parsed value goes.
+type sizeFlag struct {
+	val string
+	dst *int64
+}
+
+// parseSizes parses size flags (1GiB, 512MiB, ...), naming the flag in an error.
+func parseSizes(flags map[string]sizeFlag) error {
+	for name, s := range flags {
+		n, err := config.ParseSize(s.val)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		*s.dst = int64(n)
+	}
+	return nil
 }
 
 // parseDiskFiles reads SERIAL=FILE pairs; files become absolute, since QEMU runs elsewhere.

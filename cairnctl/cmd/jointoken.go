@@ -1,17 +1,13 @@
 package cmd
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/machine"
-	"github.com/cairn-os/cairn/api/pki"
 )
 
 func newJoinToken(g *globals) *cobra.Command {
@@ -68,10 +64,6 @@ func (g *globals) caHash() string {
 	if err != nil {
 		return ""
 	}
-	ca, err := pki.ParseCert([]byte(strings.TrimSpace(ctx.CA) + "\n"))
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(ca.Raw)
-	return hex.EncodeToString(sum[:])
+	hash, _ := ctx.CAHash()
+	return hash
 }

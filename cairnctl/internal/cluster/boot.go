@@ -36,6 +36,8 @@ type VMSpec struct {
 	CPUs   int
 	Disks  []qemu.Disk
 	Token  string
+	// Cmdline are extra kernel arguments (a self-joining node's cairn.join=...).
+	Cmdline []string
 }
 
 // StartVM starts the node's QEMU detached from this process (it keeps running when cairnctl exits) and
@@ -43,7 +45,7 @@ type VMSpec struct {
 func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
 	c := qemu.Config{
 		Name: s.Node.Name, Dir: s.Dir, Memory: s.Memory, CPUs: s.CPUs, Mode: s.Mode,
-		Cmdline: []string{"cairn.token=" + s.Token},
+		Cmdline: append([]string{"cairn.token=" + s.Token}, s.Cmdline...),
 		Ports:   []int{KubePort, JoinPort},
 		Disks:   s.Disks,
 		Kernel:  s.Image.Kernel, Initramfs: s.Image.Initramfs, ISO: s.Image.ISO, Raw: s.Image.Raw,

@@ -287,32 +287,47 @@ func create(ctx context.Context, o CreateOptions, layout Layout, img Artifacts, 
 	}
 
 	for _, n := range st.Nodes[1:] {
-		p.Printf("%s: join as a %s through %s", n.Name, n.Role, first.Name)
-		data, err := nodeCfg(n)
-		if err != nil {
+		if err := pushJoin(ctx, dir, first, n, res.Fingerprints[n.Name], vms[n.Name], cctx, o.SequenceTimeout, o.FormatEvent, p); err != nil {
 			return res, err
-		}
-		t := JoinTarget{
-			Node:         client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: res.Fingerprints[n.Name]},
-			ControlPlane: first.APIEndpoint(),
-			JoinService:  fmt.Sprintf("127.0.0.1:%d", first.Ports[JoinPort]),
-			Context:      cctx,
-		}
-		jctx, cancel := context.WithTimeout(ctx, o.SequenceTimeout)
-		err = JoinNode(jctx, t, data, false, printEvent(n.Name))
-		cancel()
-		if status.Code(err) == codes.Unavailable && streamed[n.Name] && vmAlive(vms[n.Name]) {
-			p.Printf("%s: lost the Join stream (%s); following the node's state over mutual TLS", n.Name, status.Convert(err).Message())
-			err = nil
-		}
-		if err != nil {
-			return res, fmt.Errorf("node %s: join: %w%s", n.Name, err, vmExit(vms[n.Name]))
-		}
-		if err := waitRunning(ctx, n, cctx, o.SequenceTimeout, p); err != nil {
-			return res, fmt.Errorf("%w%s", err, vmExit(vms[n.Name]))
 		}
 	}
 	return res, nil
+}
+
+// pushJoin joins node n through the first control plane as `cairnctl join` does (a ticket asked for on
+// the operator's side and sent with the node's config to its maintenance API), printing the node's
+// events, then waits until it is Running.
+func pushJoin(ctx context.Context, dir string, first, n NodeState, fingerprint string, vm *qemu.VM, cctx *client.Context,
+	timeout time.Duration, format func(*machine.Event) string, p *Progress) error {
+	p.Printf("%s: join as a %s through %s", n.Name, n.Role, first.Name)
+	data, err := os.ReadFile(filepath.Join(NodeDir(dir, n.Name), NodeConfigFile))
+	if err != nil {
+		return err
+	}
+	t := JoinTarget{
+		Node:         client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fingerprint},
+		ControlPlane: first.APIEndpoint(),
+		JoinService:  fmt.Sprintf("127.0.0.1:%d", first.Ports[JoinPort]),
+		Context:      cctx,
+	}
+	streamed := false
+	jctx, cancel := context.WithTimeout(ctx, timeout)
+	err = JoinNode(jctx, t, data, false, func(e *machine.Event) {
+		streamed = true
+		p.Printf("%s: %s", n.Name, format(e))
+	})
+	cancel()
+	if status.Code(err) == codes.Unavailable && streamed && vmAlive(vm) {
+		p.Printf("%s: lost the Join stream (%s); following the node's state over mutual TLS", n.Name, status.Convert(err).Message())
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: join: %w%s", n.Name, err, vmExit(vm))
+	}
+	if err := waitRunning(ctx, n, cctx, timeout, p); err != nil {
+		return fmt.Errorf("%w%s", err, vmExit(vm))
+	}
+	return nil
 }
 
 // writeConfigs writes secrets.yaml, controlplane.yaml, worker.yaml and each node's config.yaml.

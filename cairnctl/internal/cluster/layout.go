@@ -5,6 +5,7 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -104,15 +105,59 @@ func Plan(name string, controlPlanes, workers int, usedGroups []string) (Layout,
 		addr = addr.Next()
 	}
 	for i := 0; i < total; i++ {
-		n := Node{Role: RoleControlPlane, Name: fmt.Sprintf("%s-cp%d", name, i+1), Address: addr}
+		role, index := RoleControlPlane, i+1
 		if i >= controlPlanes {
-			n.Role, n.Name = RoleWorker, fmt.Sprintf("%s-w%d", name, i-controlPlanes+1)
+			role, index = RoleWorker, i-controlPlanes+1
 		}
-		// Locally administered QEMU prefix, two bytes of the name's hash, then the node's host number:
-		// unique within the cluster, and unlikely to repeat across clusters in a capture.
-		n.MAC = fmt.Sprintf("52:54:%02x:%02x:00:%02x", byte(sum>>8), byte(sum), addr.As4()[3])
-		l.Nodes = append(l.Nodes, n)
+		l.Nodes = append(l.Nodes, newNode(name, sum, role, index, addr))
 		addr = addr.Next()
 	}
 	return l, nil
+}
+
+// newNode is the index-th node of role (from 1) at addr.
+func newNode(cluster string, sum uint32, role string, index int, addr netip.Addr) Node {
+	n := Node{Role: role, Name: fmt.Sprintf("%s-cp%d", cluster, index), Address: addr}
+	if role == RoleWorker {
+		n.Name = fmt.Sprintf("%s-w%d", cluster, index)
+	}
+	// Locally administered QEMU prefix, two bytes of the name's hash, then the node's host number:
+	// unique within the cluster, and unlikely to repeat across clusters in a capture.
+	n.MAC = fmt.Sprintf("52:54:%02x:%02x:00:%02x", byte(sum>>8), byte(sum), addr.As4()[3])
+	return n
+}
+
+// Grow plans one more node of role for cluster name, whose nodes are nodes: the next number of that role
+// and the address after the highest one in use.
+func Grow(name string, nodes []Node, role string) (Node, error) {
+	if role != RoleControlPlane && role != RoleWorker {
+		return Node{}, fmt.Errorf("role must be %s or %s, not %q", RoleWorker, RoleControlPlane, role)
+	}
+	if len(nodes) == 0 {
+		return Node{}, fmt.Errorf("cluster %s has no nodes to grow from", name)
+	}
+	index, last := 1, nodes[0].Address
+	for _, n := range nodes {
+		if n.Role == role {
+			index++
+		}
+		if last.Less(n.Address) {
+			last = n.Address
+		}
+	}
+	addr := last.Next()
+	if !Subnet.Contains(addr) || addr == broadcast() {
+		return Node{}, fmt.Errorf("cluster %s has no address left on the L2 %s", name, Subnet)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return newNode(name, h.Sum32(), role, index, addr), nil
+}
+
+// broadcast is the L2's broadcast address, which no node takes.
+func broadcast() netip.Addr {
+	a := Subnet.Masked().Addr().As4()
+	v := binary.BigEndian.Uint32(a[:]) | (1<<(32-Subnet.Bits()) - 1)
+	binary.BigEndian.PutUint32(a[:], v)
+	return netip.AddrFrom4(a)
 }

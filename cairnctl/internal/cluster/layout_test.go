@@ -117,3 +117,37 @@ func TestPlanErrors(t *testing.T) {
 		t.Errorf("Plan(253 nodes) = %v, want them to fit 10.5.0.2-254", err)
 	}
 }
+
+func TestGrow(t *testing.T) {
+	l, err := Plan("dev", 1, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := Grow("dev", l.Nodes, RoleWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp2, err := Grow("dev", append(l.Nodes, w2), RoleControlPlane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Plan would have made for the same nodes, in address order.
+	want, _ := Plan("dev", 1, 2, nil)
+	if w2 != want.Nodes[2] {
+		t.Errorf("Grow(worker) = %+v, want %+v", w2, want.Nodes[2])
+	}
+	if cp2.Name != "dev-cp2" || cp2.Address != netip.MustParseAddr("10.5.0.5") || cp2.MAC == w2.MAC {
+		t.Errorf("Grow(controlplane) = %+v, want dev-cp2 at 10.5.0.5 with its own MAC", cp2)
+	}
+
+	full, err := Plan("big", 1, 252, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Grow("big", full.Nodes, RoleWorker); err == nil || !strings.Contains(err.Error(), "no address left") {
+		t.Errorf("Grow of a full L2 = %v, want no address left", err)
+	}
+	if _, err := Grow("dev", l.Nodes, "boss"); err == nil || !strings.Contains(err.Error(), "boss") {
+		t.Errorf("Grow(boss) = %v, want an error naming the role", err)
+	}
+}

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/api/machine"
+)
+
+// AddOptions are the inputs of `cairnctl cluster add`.
+type AddOptions struct {
+	Name     string
+	Root     string
+	ImageDir string
+	Role     string // worker or controlplane
+	// SelfJoin boots the node with the join service, a join token and the machine CA's hash on its
+	// kernel command line (cairn.join=, cairn.jointoken=, cairn.joinca=): it joins by itself, as a node
+	// of an autoscaling group would, and nobody sends it a Join. Otherwise the node is joined as
+	// `cairnctl join` does.
+	SelfJoin bool
+	// Memory, CPUs and disk sizes as in CreateOptions (0: the same defaults).
+	Memory, CPUs                       int
+	StateSize, EphemeralSize, EtcdSize int64
+	BootTimeout, SequenceTimeout       time.Duration
+	FormatEvent                        func(*machine.Event) string
+}
+
+// Add boots one more node for an existing local cluster and joins it, then adds its machine API to the
+// cluster's cairnconfig context. It returns the node's state.
+func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
+	co := CreateOptions{Memory: o.Memory, CPUs: o.CPUs, StateSize: o.StateSize, EphemeralSize: o.EphemeralSize,
+		EtcdSize: o.EtcdSize, BootTimeout: o.BootTimeout, SequenceTimeout: o.SequenceTimeout, FormatEvent: o.FormatEvent}.withDefaults()
+	dir := Dir(o.Root, o.Name)
+	st, err := Load(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no cluster %s in %s: create it first with `cairnctl cluster create --name %s`", o.Name, o.Root, o.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	img, err := FindArtifacts(o.ImageDir, st.Mode)
+	if err != nil {
+		return nil, err
+	}
+	ccPath := filepath.Join(dir, CairnConfigFile)
+	cc, err := client.LoadConfig(ccPath)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s has no client config (was it created with --no-init?): %w", o.Name, err)
+	}
+	cctx, err := cc.Current(o.Name)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]Node, 0, len(st.Nodes))
+	for _, n := range st.Nodes {
+		nodes = append(nodes, n.Node)
+	}
+	n, err := Grow(o.Name, nodes, o.Role)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeNodeConfig(dir, n); err != nil {
+		return nil, err
+	}
+	first := st.Nodes[0]
+	spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: st.Group, Mode: st.Mode, Image: img,
+		Memory: co.memory(n.Role), CPUs: co.CPUs, Disks: co.disks(n, false), Token: RandomToken()}
+	if o.SelfJoin {
+		if spec.Cmdline, err = selfJoinArgs(ctx, first, n, cctx, co.SequenceTimeout); err != nil {
+			return nil, err
+		}
+	}
+	vm, ns, err := StartVM(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	st.Nodes = append(st.Nodes, ns)
+	if err := st.Save(dir); err != nil {
+		return nil, err
+	}
+	p.Printf("%s: started QEMU (%s, %s mode, %d MiB, %d CPUs; machine API on %s, console %s)",
+		n.Name, n.Address, st.Mode, spec.Memory, spec.CPUs, ns.APIEndpoint(), vm.ConsolePath())
+	if !slices.Contains(cctx.Endpoints, ns.APIEndpoint()) {
+		cctx.Endpoints = append(cctx.Endpoints, ns.APIEndpoint())
+		if err := cc.Save(ccPath); err != nil {
+			return nil, fmt.Errorf("write %s: %w", ccPath, err)
+		}
+	}
+	if o.SelfJoin {
+		p.Printf("%s: joins by itself through %s:%d (kernel command line); waiting until it is Running", n.Name, first.Address, JoinPort)
+		if err := waitRunning(ctx, ns, cctx, co.BootTimeout+co.SequenceTimeout, p); err != nil {
+			return nil, fmt.Errorf("%w%s\nconsole %s ends with:\n%s", err, vmExit(vm), vm.ConsolePath(), ConsoleTail(vm.ConsolePath(), 2000))
+		}
+		return &ns, nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, co.BootTimeout)
+	b, err := WaitMaintenance(bctx, vm, ns.APIEndpoint(), ns.Token)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	p.Printf("%s: machine API answers: state %s (API after %.1fs from QEMU's start)", n.Name, b.Status.State, b.API.Seconds())
+	if err := pushJoin(ctx, dir, first, ns, b.Fingerprint, vm, cctx, co.SequenceTimeout, co.FormatEvent, p); err != nil {
+		return nil, err
+	}
+	return &ns, nil
+}
+
+// writeNodeConfig writes the new node's config from its role's config in the cluster's directory.
+func writeNodeConfig(dir string, n Node) error {
+	tmplFile := WorkerCfg
+	if n.Role == RoleControlPlane {
+		tmplFile = ControlPlaneCfg
+	}
+	data, err := os.ReadFile(filepath.Join(dir, tmplFile))
+	if err != nil {
+		return err
+	}
+	tmpl, err := config.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", tmplFile, err)
+	}
+	nc, err := NodeConfig(tmpl, n)
+	if err != nil {
+		return err
+	}
+	out, err := config.Marshal(nc)
+	if err != nil {
+		return err
+	}
+	nd := NodeDir(dir, n.Name)
+	if err := os.MkdirAll(nd, 0o700); err != nil {
+		return err
+	}
+	// Owner only: a control plane's config holds the cluster's private keys.
+	return os.WriteFile(filepath.Join(nd, NodeConfigFile), out, 0o600)
+}
+
+// selfJoinArgs are the kernel arguments of a node that joins by itself through the first control plane:
+// a single-use join token from its machine API, valid for as long as the join may take, and the hash of
+// the machine CA the node pins the join service to.
+func selfJoinArgs(ctx context.Context, first NodeState, n Node, cctx *client.Context, ttl time.Duration) ([]string, error) {
+	mc, conn, err := client.Connect(client.Options{Endpoint: first.APIEndpoint(), Context: cctx})
+	if err != nil {
+		return nil, fmt.Errorf("control plane %s: %w", first.Name, err)
+	}
+	defer conn.Close()
+	tok, err := mc.CreateJoinToken(ctx, &machine.CreateJoinTokenRequest{Role: n.Role, TtlSeconds: uint32(ttl / time.Second), Uses: 1})
+	if err != nil {
+		return nil, fmt.Errorf("control plane %s: create a %s join token: %w", first.Name, n.Role, err)
+	}
+	hash, err := cctx.CAHash()
+	if err != nil {
+		return nil, err
+	}
+	return []string{"cairn.hostname=" + n.Name, fmt.Sprintf("cairn.join=%s:%d", first.Address, JoinPort),
+		"cairn.jointoken=" + tok.Token, "cairn.joinca=" + hash}, nil
+}
