@@ -102,6 +102,11 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	}
 	if role == RoleControlPlane {
 		if t.ControlPlane, err = i.controlPlane(ctx, req, s); err != nil {
+			// etcd may take the member later (a learner still catching up): the node's retry must not
+			// find its token spent.
+			if rerr := i.Tokens.Refund(req.Token); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
 			return nil, err
 		}
 	}

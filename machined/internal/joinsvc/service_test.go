@@ -124,9 +124,13 @@ func TestControlPlaneTicket(t *testing.T) {
 	key, _ := pki.NewKey()
 	pub, _ := pki.EncodePublicKey(key.Public())
 	ctx := context.Background()
+	var tokens *Tokens
+	var tok string
 	request := func(t *testing.T, etcd EtcdMembership, addrs ...string) (*testcluster.Cluster, *machine.JoinTicket, error) {
-		c, tokens, addr, pin := serveJoinEtcd(t, etcd)
-		tok, _, err := tokens.Create(RoleControlPlane, time.Minute, 1)
+		c, ts, addr, pin := serveJoinEtcd(t, etcd)
+		tokens = ts
+		var err error
+		tok, _, err = tokens.Create(RoleControlPlane, time.Minute, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,6 +178,13 @@ func TestControlPlaneTicket(t *testing.T) {
 		_, _, err := request(t, &fakeEtcd{err: errors.New("too many learner members in cluster")}, "10.5.0.3")
 		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "too many learner") {
 			t.Errorf("RequestTicket while etcd refuses = %v, want Unavailable with etcd's reason", err)
+		}
+		// The single-use token was given back: the node's retry can still use it, once.
+		if _, err := tokens.Use(tok); err != nil {
+			t.Errorf("the token after a refusal by etcd: %v, want its use refunded", err)
+		}
+		if _, err := tokens.Use(tok); err == nil {
+			t.Error("a refunded single-use token admitted twice")
 		}
 	})
 	t.Run("no etcd on this node", func(t *testing.T) {

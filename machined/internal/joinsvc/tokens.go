@@ -133,11 +133,30 @@ func (t *Tokens) Use(raw string) (string, error) {
 	return "", &DeniedError{Reason: "unknown token (made by another cluster, or never)"}
 }
 
-// live drops tokens that can no longer admit anyone.
+// Refund gives back the use Use spent, for a request refused afterwards for a reason the node may retry
+// (etcd not ready for another member): a single-use token is not lost to a transient failure.
+func (t *Tokens) Refund(raw string) error {
+	id, _, _ := strings.Cut(raw, ".")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	all, err := t.load()
+	if err != nil {
+		return err
+	}
+	for i := range all {
+		if all[i].ID == id {
+			all[i].UsesLeft++
+			return t.save(t.live(all))
+		}
+	}
+	return nil // expired meanwhile: nothing to give back
+}
+
+// live drops tokens that have expired. A used-up token stays until then, so a use can be refunded.
 func (t *Tokens) live(all []token) []token {
 	var out []token
 	for _, tk := range all {
-		if tk.UsesLeft > 0 && t.now().Before(tk.Expires) {
+		if t.now().Before(tk.Expires) {
 			out = append(out, tk)
 		}
 	}

@@ -36,7 +36,7 @@ func TestTokenLifecycle(t *testing.T) {
 		{"malformed", "nonsense", 0, "malformed"},
 		{"other cluster", "abcdef.0123456789abcdef", 0, "unknown token"},
 		{"second use", tok, 0, ""},
-		{"used up", tok, 0, "unknown token"}, // a used-up token is forgotten
+		{"used up", tok, 0, "used up"}, // kept until it expires, so a use can be refunded
 	}
 	for _, tc := range tests {
 		now = now.Add(tc.advance)
