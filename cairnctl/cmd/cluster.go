@@ -54,16 +54,9 @@ free ports on 127.0.0.1. It then inits the first control plane, joins the others
 cairnconfig and kubeconfig. With --no-init it stops once every node answers in maintenance mode.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Name == "" {
-				return errors.New("--name is required")
-			}
 			var err error
-			if o.Root, err = root(); err != nil {
+			if o.Root, err = localCluster(o.Name, root, &o.ImageDir); err != nil {
 				return err
-			}
-			if o.ImageDir == "" {
-				exe, _ := os.Executable()
-				o.ImageDir = cluster.DefaultImageDir(exe)
 			}
 			o.Mode = qemu.Mode(mode)
 			if err := parseSizes(map[string]sizeFlag{"--state-size": {stateSize, &o.StateSize},
@@ -122,16 +115,9 @@ on its kernel command line and asks for its ticket by itself, as a node of an au
 Either way add waits until the node is Running and adds its machine API to the cluster's cairnconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Name == "" {
-				return errors.New("--name is required")
-			}
 			var err error
-			if o.Root, err = root(); err != nil {
+			if o.Root, err = localCluster(o.Name, root, &o.ImageDir); err != nil {
 				return err
-			}
-			if o.ImageDir == "" {
-				exe, _ := os.Executable()
-				o.ImageDir = cluster.DefaultImageDir(exe)
 			}
 			if err := parseSizes(map[string]sizeFlag{"--state-size": {stateSize, &o.StateSize},
 				"--ephemeral-size": {ephemeralSize, &o.EphemeralSize}, "--etcd-size": {etcdSize, &o.EtcdSize}}); err != nil {
@@ -159,6 +145,23 @@ Either way add waits until the node is Running and adds its machine API to the c
 	f.StringVar(&etcdSize, "etcd-size", "2GiB", "size of a control plane's etcd disk")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long the node may take to answer on its machine API (default 5m)")
 	return c
+}
+
+// localCluster checks what create and add both need: a --name, the clusters directory (returned) and
+// the image directory (defaulted in place).
+func localCluster(name string, root func() (string, error), imageDir *string) (string, error) {
+	if name == "" {
+		return "", errors.New("--name is required")
+	}
+	r, err := root()
+	if err != nil {
+		return "", err
+	}
+	if *imageDir == "" {
+		exe, _ := os.Executable()
+		*imageDir = cluster.DefaultImageDir(exe)
+	}
+	return r, nil
 }
 
 // sizeFlag is a size flag's text and where its parsed value goes.

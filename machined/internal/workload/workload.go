@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,65 +82,52 @@ const (
 	waitTimeout  = 20 * time.Minute
 )
 
-// Hook returns the workload's tasks for a sequence (node.Hooks.Workload).
+// Hook returns the workload's tasks for a sequence (node.Hooks.Workload): a worker's, a control plane's
+// that joins an existing cluster, or the first control plane's (Init, and every boot after a Join too).
 func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task {
 	t := func(name string, run func(context.Context) error) sequence.Task {
 		return sequence.Task{Name: name, Timeout: startTimeout, Run: run}
 	}
-	if c.Machine.Type == config.TypeWorker {
-		return []sequence.Task{
-			t("kernel-modules", w.waitModules),
-			t("render", func(context.Context) error { return w.render(c) }),
-			t("kubernetes-dir", w.persistKubernetesDir),
-			t("worker-files", w.writeWorkerFiles),
-			t("containerd", w.startContainerd),
-			t("import-images", w.importImages),
-			t("kubelet", w.startKubelet),
-			{Name: "pod-network", Timeout: waitTimeout, Run: w.podNetwork},
-			{Name: "node-ready", Timeout: waitTimeout, Run: w.waitNodeReady},
-			t("discovery-names", w.discoveryNames),
-		}
+	wait := func(name string, run func(context.Context) error) sequence.Task {
+		return sequence.Task{Name: name, Timeout: waitTimeout, Run: run}
 	}
-	if seq == fsm.SeqJoin {
-		// A joining control plane's etcd member starts first, as a learner of the existing cluster, and
-		// must vote before the local API server, which talks to it alone, can start.
-		return []sequence.Task{
-			t("kernel-modules", w.waitModules),
-			t("render", func(context.Context) error { return w.render(c) }),
-			t("kubernetes-dir", w.persistKubernetesDir),
-			{Name: "kubernetes-pki", Once: true, Run: w.writePKI},
-			t("containerd", w.startContainerd),
-			t("import-images", w.importImages),
-			t("etcd-manifest", w.writeEtcd),
-			t("kubelet", w.startKubelet),
-			{Name: "etcd-promote", Timeout: waitTimeout, Run: w.promoteEtcd},
-			{Name: "etcd-healthy", Timeout: waitTimeout, Run: w.waitEtcd},
-			t("control-plane-manifests", w.writeControlPlane),
-			{Name: "apiserver-ready", Timeout: waitTimeout, Run: w.waitAPIServer},
-			{Name: "pod-network", Timeout: waitTimeout, Run: w.podNetwork},
-			{Name: "node-ready", Timeout: waitTimeout, Run: w.waitNodeReady},
-			t("join-service", func(context.Context) error { return w.StartJoinService() }),
-			t("discovery-names", w.discoveryNames),
-		}
-	}
-	return []sequence.Task{
+	prepare := []sequence.Task{
 		t("kernel-modules", w.waitModules),
 		t("render", func(context.Context) error { return w.render(c) }),
 		t("kubernetes-dir", w.persistKubernetesDir),
-		{Name: "kubernetes-pki", Once: true, Run: w.writePKI},
-		t("containerd", w.startContainerd),
-		t("import-images", w.importImages),
-		t("control-plane-manifests", w.writeControlPlane),
-		{Name: "etcd-restore", Once: true, Timeout: startTimeout, Run: w.restoreEtcd},
-		t("etcd-manifest", w.writeEtcd),
-		t("kubelet", w.startKubelet),
-		{Name: "etcd-healthy", Timeout: waitTimeout, Run: w.waitEtcd},
-		{Name: "apiserver-ready", Timeout: waitTimeout, Run: w.waitAPIServer},
-		t("bootstrap-objects", w.publishBootstrap),
-		{Name: "pod-network", Timeout: waitTimeout, Run: w.podNetwork},
-		{Name: "node-ready", Timeout: waitTimeout, Run: w.waitNodeReady},
-		t("join-service", func(context.Context) error { return w.StartJoinService() }),
-		t("discovery-names", w.discoveryNames),
+	}
+	runtime := []sequence.Task{t("containerd", w.startContainerd), t("import-images", w.importImages)}
+	pki := sequence.Task{Name: "kubernetes-pki", Once: true, Run: w.writePKI}
+	ready := []sequence.Task{wait("pod-network", w.podNetwork), wait("node-ready", w.waitNodeReady)}
+	// Last: the join service (control planes) and the discovery names.
+	serve := t("join-service", func(context.Context) error { return w.StartJoinService() })
+	names := t("discovery-names", w.discoveryNames)
+
+	switch {
+	case c.Machine.Type == config.TypeWorker:
+		return slices.Concat(prepare, []sequence.Task{t("worker-files", w.writeWorkerFiles)}, runtime,
+			[]sequence.Task{t("kubelet", w.startKubelet)}, ready, []sequence.Task{names})
+	case seq == fsm.SeqJoin:
+		// A joining control plane's etcd member starts first, as a learner of the existing cluster, and
+		// must vote before the local API server, which talks to it alone, can start.
+		return slices.Concat(prepare, []sequence.Task{pki}, runtime, []sequence.Task{
+			t("etcd-manifest", w.writeEtcd),
+			t("kubelet", w.startKubelet),
+			wait("etcd-promote", w.promoteEtcd),
+			wait("etcd-healthy", w.waitEtcd),
+			t("control-plane-manifests", w.writeControlPlane),
+			wait("apiserver-ready", w.waitAPIServer),
+		}, ready, []sequence.Task{serve, names})
+	default:
+		return slices.Concat(prepare, []sequence.Task{pki}, runtime, []sequence.Task{
+			t("control-plane-manifests", w.writeControlPlane),
+			{Name: "etcd-restore", Once: true, Timeout: startTimeout, Run: w.restoreEtcd},
+			t("etcd-manifest", w.writeEtcd),
+			t("kubelet", w.startKubelet),
+			wait("etcd-healthy", w.waitEtcd),
+			wait("apiserver-ready", w.waitAPIServer),
+			t("bootstrap-objects", w.publishBootstrap),
+		}, ready, []sequence.Task{serve, names})
 	}
 }
 

@@ -1,0 +1,57 @@
+package workload
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
+)
+
+// TestHookOrder checks the orderings that keep a node's data safe, for each kind of node.
+func TestHookOrder(t *testing.T) {
+	type rule struct{ before, after string }
+	tests := []struct {
+		name    string
+		typ     string
+		seq     fsm.Sequence
+		rules   []rule
+		without []string
+	}{
+		{"first control plane", config.TypeControlPlane, fsm.SeqInit,
+			[]rule{{"etcd-restore", "etcd-manifest"}, {"etcd-manifest", "kubelet"}, {"kubernetes-pki", "kubelet"},
+				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"}},
+			[]string{"etcd-promote", "worker-files"}},
+		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
+		// server, which talks to the local member alone, waits until that member votes.
+		{"joining control plane", config.TypeControlPlane, fsm.SeqJoin,
+			[]rule{{"etcd-manifest", "kubelet"}, {"kubelet", "etcd-promote"}, {"etcd-promote", "etcd-healthy"},
+				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"}},
+			[]string{"etcd-restore", "bootstrap-objects", "worker-files"}},
+		{"control plane booting after a join", config.TypeControlPlane, fsm.SeqStart,
+			[]rule{{"etcd-manifest", "kubelet"}}, []string{"etcd-promote"}},
+		{"worker", config.TypeWorker, fsm.SeqJoin,
+			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}},
+			[]string{"kubernetes-pki", "etcd-manifest", "etcd-promote", "control-plane-manifests", "join-service"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &config.MachineConfig{Machine: config.Machine{Type: tc.typ}}
+			var names []string
+			for _, task := range (&Workload{}).Hook(c, tc.seq) {
+				names = append(names, task.Name)
+			}
+			for _, r := range tc.rules {
+				b, a := slices.Index(names, r.before), slices.Index(names, r.after)
+				if b < 0 || a < 0 || b > a {
+					t.Errorf("%s must come before %s: tasks %v", r.before, r.after, names)
+				}
+			}
+			for _, n := range tc.without {
+				if slices.Contains(names, n) {
+					t.Errorf("task %s must not run here: tasks %v", n, names)
+				}
+			}
+		})
+	}
+}
