@@ -25,6 +25,7 @@ func GenerateConfigs(name string, l Layout, now time.Time) (*Configs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate the configs of cluster %s: %w", name, err)
 	}
+	emulationTimings(&gen.ControlPlane.Cluster)
 	c := &Configs{Secrets: gen.Secrets, ControlPlane: gen.ControlPlane, Worker: gen.Worker, Nodes: map[string]*config.MachineConfig{}}
 	for _, n := range l.Nodes {
 		nc, err := NodeConfig(c.template(n.Role), n)
@@ -34,6 +35,26 @@ func GenerateConfigs(name string, l Layout, now time.Time) (*Configs, error) {
 		c.Nodes[n.Name] = nc
 	}
 	return c, nil
+}
+
+// emulationTimings suit etcd and the API server to nodes whose CPUs QEMU emulates (TCG), where a vCPU
+// stalls for seconds while the host runs the other VMs. etcd's defaults (a 100 ms heartbeat, a 1 s
+// election timeout) are for real hardware: under TCG a three-member cluster changed leaders dozens of
+// times in minutes and served reads in 5-8 s, so a joining API server never became ready. The API
+// server's etcd checks (2 s by default) get the same slack.
+func emulationTimings(c *config.Cluster) {
+	set := func(m *map[string]string, kv ...string) {
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		for i := 0; i < len(kv); i += 2 {
+			if _, ok := (*m)[kv[i]]; !ok {
+				(*m)[kv[i]] = kv[i+1]
+			}
+		}
+	}
+	set(&c.Etcd.ExtraArgs, "heartbeat-interval", "500", "election-timeout", "5000")
+	set(&c.APIServer.ExtraArgs, "etcd-healthcheck-timeout", "10s", "etcd-readycheck-timeout", "10s")
 }
 
 func (c *Configs) template(role string) *config.MachineConfig {

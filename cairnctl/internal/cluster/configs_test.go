@@ -49,6 +49,10 @@ func TestGenerateConfigs(t *testing.T) {
 			if nc.Cluster.Secrets == nil || nc.Machine.Disks.Etcd == nil || nc.Machine.Disks.Etcd.Serial != SerialEtcd {
 				t.Errorf("control plane %s: want the secrets and an etcd disk with serial %s", n.Name, SerialEtcd)
 			}
+			// Emulated CPUs stall: etcd's leader must survive a late heartbeat.
+			if e := nc.Cluster.Etcd.ExtraArgs; e["heartbeat-interval"] != "500" || e["election-timeout"] != "5000" {
+				t.Errorf("control plane %s: etcd extraArgs = %v, want the emulation timings", n.Name, e)
+			}
 		case RoleWorker:
 			if nc.Cluster.Secrets != nil {
 				t.Errorf("worker %s carries the cluster secrets", n.Name)
