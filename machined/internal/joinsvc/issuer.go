@@ -2,6 +2,7 @@ package joinsvc
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"net"
@@ -61,6 +62,20 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	if err != nil {
 		return nil, err
 	}
+	t, err := i.ticket(ctx, req, cfg, pub, role)
+	if err != nil {
+		// The token admitted nobody: give its use back, so a node that retries (etcd still busy with
+		// another learner) or asks again correctly does not find it spent.
+		if rerr := i.Tokens.Refund(req.Token); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+// ticket makes the ticket for a request whose token admitted role.
+func (i *Issuer) ticket(ctx context.Context, req *machine.TicketRequest, cfg *config.MachineConfig, pub crypto.PublicKey, role string) (*machine.JoinTicket, error) {
 	if role == RoleControlPlane && i.Etcd == nil {
 		return nil, ErrControlPlaneJoin
 	}
@@ -102,11 +117,6 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	}
 	if role == RoleControlPlane {
 		if t.ControlPlane, err = i.controlPlane(ctx, req, s); err != nil {
-			// etcd may take the member later (a learner still catching up): the node's retry must not
-			// find its token spent.
-			if rerr := i.Tokens.Refund(req.Token); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
 			return nil, err
 		}
 	}

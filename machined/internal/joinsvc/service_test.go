@@ -173,6 +173,9 @@ func TestControlPlaneTicket(t *testing.T) {
 		if len(etcd.learners) != 0 {
 			t.Errorf("learners %v added for a refused request", etcd.learners)
 		}
+		if _, err := tokens.Use(tok); err != nil {
+			t.Errorf("the token after a malformed request: %v, want its use refunded", err)
+		}
 	})
 	t.Run("etcd refuses", func(t *testing.T) {
 		_, _, err := request(t, &fakeEtcd{err: errors.New("too many learner members in cluster")}, "10.5.0.3")
