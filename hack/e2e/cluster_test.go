@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,7 +188,8 @@ func TestControlPlane(t *testing.T) {
 
 // TestJoin is a control plane and a worker made by `cluster create --workers 1` (issue 6): the worker
 // joins through `cairnctl join`'s code, both nodes are Running and Ready, a pod placed on the worker
-// runs, and the worker comes back Running after a reboot without joining again.
+// runs, and the worker comes back Running after a reboot without joining again. Then `cluster add
+// --self-join` boots a second worker that joins by itself from its kernel command line.
 func TestJoin(t *testing.T) {
 	c := createCluster(t, "join", createTimeout, "--workers", "1")
 	for i := range c.Nodes {
@@ -217,6 +219,32 @@ func TestJoin(t *testing.T) {
 	kubectl(t, kc, "run", "echo-w", "--image=cairn.local/echo:v1", "--image-pull-policy=Never", "--restart=Never", "--port=8080",
 		`--overrides={"spec":{"nodeName":"`+w.Name+`"}}`)
 	kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo-w", "--timeout=5m")
+
+	// The other way in: a node booted with cairn.join=, cairn.jointoken= and cairn.joinca= on its kernel
+	// command line asks the join service for its ticket by itself; nobody sends it a Join.
+	out := mustCtl(t, createTimeout, "cluster", "add", "--name", c.Name, "--state-dir", stateDir, "--image-dir", imageDir,
+		"--self-join", "--boot-timeout", bootTimeout.String())
+	t.Logf("cluster add --self-join:\n%s", out)
+	c = &cluster{clusterInfo: listCluster(t, c.Name), cairnconfig: c.cairnconfig}
+	if len(c.Nodes) != 3 {
+		t.Fatalf("cluster has %d nodes after cluster add, want 3", len(c.Nodes))
+	}
+	w2 := c.Nodes[2]
+	if s := status(t, c.mtls(2)); s.State != "Running" || s.LockedBy != "join" {
+		t.Errorf("self-joined node %s: status %+v, want Running, locked by join", w2.Name, s)
+	}
+	// A pushed join's ticket request comes from cairnctl on the host (QEMU's NAT); this one must come
+	// from the node itself, over the cluster's L2.
+	var issued []string
+	for _, e := range readEvents(t, c.mtls(0)) {
+		if e.Kind == "join" && e.Outcome == "ticket" {
+			issued = append(issued, e.Message)
+		}
+	}
+	if !slices.ContainsFunc(issued, func(m string) bool { return strings.Contains(m, w2.Name) && strings.Contains(m, "from 10.5.0.") }) {
+		t.Errorf("the control plane issued no ticket to %s asked for from the cluster's L2; tickets: %q", w2.Name, issued)
+	}
+	waitNodeReady(t, kc, w2.Name)
 }
 
 // waitNodeReady waits for the Kubernetes node to be Ready.
