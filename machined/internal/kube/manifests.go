@@ -126,8 +126,10 @@ func (p probe) get(initialDelay, timeout, failures, period int32) *corev1.Probe 
 func (p probe) liveness() *corev1.Probe  { return p.get(10, 15, 8, 10) }
 func (p probe) readiness() *corev1.Probe { return p.get(0, 15, 3, 1) }
 
-// startup allows four minutes for a first start, which a node booting under emulation needs.
-func (p probe) startup() *corev1.Probe { return p.get(10, 15, 24, 10) }
+// startup allows ten minutes for a first start. kubeadm allows four, which real hardware never needs;
+// under emulation the third API server of a three-member cluster took longer than that to answer
+// /livez, and the kubelet killed it every four minutes, so it never started.
+func (p probe) startup() *corev1.Probe { return p.get(10, 15, 60, 10) }
 
 func requests(cpu, memory string) corev1.ResourceRequirements {
 	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
