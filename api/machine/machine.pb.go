@@ -1114,10 +1114,12 @@ func (x *Event) GetStarted() *timestamppb.Timestamp {
 }
 
 type LogsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Tail          uint32                 `protobuf:"varint,2,opt,name=tail,proto3" json:"tail,omitempty"`
-	Follow        bool                   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Tail    uint32                 `protobuf:"varint,2,opt,name=tail,proto3" json:"tail,omitempty"`
+	Follow  bool                   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	// A control-plane container's previous run (what it wrote before it exited); not with follow.
+	Previous      bool `protobuf:"varint,4,opt,name=previous,proto3" json:"previous,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1169,6 +1171,13 @@ func (x *LogsRequest) GetTail() uint32 {
 func (x *LogsRequest) GetFollow() bool {
 	if x != nil {
 		return x.Follow
+	}
+	return false
+}
+
+func (x *LogsRequest) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
 	}
 	return false
 }
@@ -2793,11 +2802,12 @@ const file_machine_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\x12\x18\n" +
 	"\amessage\x18\t \x01(\tR\amessage\x124\n" +
 	"\astarted\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\astarted\"S\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\astarted\"o\n" +
 	"\vLogsRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04tail\x18\x02 \x01(\rR\x04tail\x12\x16\n" +
-	"\x06follow\x18\x03 \x01(\bR\x06follow\":\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x1a\n" +
+	"\bprevious\x18\x04 \x01(\bR\bprevious\":\n" +
 	"\fDmesgRequest\x12\x16\n" +
 	"\x06follow\x18\x01 \x01(\bR\x06follow\x12\x12\n" +
 	"\x04tail\x18\x02 \x01(\rR\x04tail\"g\n" +

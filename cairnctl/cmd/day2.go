@@ -20,18 +20,19 @@ import (
 
 func newLogs(g *globals) *cobra.Command {
 	var tail uint32
-	var follow bool
+	var follow, previous bool
 	c := &cobra.Command{
 		Use:   "logs SERVICE",
 		Short: "Show a service's log: machined, containerd, kubelet, or a control-plane container (kube-apiserver, etcd, ...)",
 		Long: `logs prints the log of one of the node's services: machined itself and the services it supervises
 (containerd, kubelet) from the node's memory, and the control plane's static pods (kube-apiserver,
 kube-controller-manager, kube-scheduler, etcd) from the kubelet's container logs. An unknown name is
-answered with the names the node knows. With --follow it keeps printing new lines until interrupted.`,
+answered with the names the node knows. With --follow it keeps printing new lines until interrupted.
+With --previous it prints a control-plane container's run before its latest restart: why it crashed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.streamEachNode(cmd.Context(), follow, func(ctx context.Context, nc nodeClient, w io.Writer, prefix string) error {
-				s, err := nc.Logs(ctx, &machine.LogsRequest{Service: args[0], Tail: tail, Follow: follow})
+				s, err := nc.Logs(ctx, &machine.LogsRequest{Service: args[0], Tail: tail, Follow: follow, Previous: previous})
 				if err != nil {
 					return err
 				}
@@ -41,6 +42,7 @@ answered with the names the node knows. With --follow it keeps printing new line
 	}
 	c.Flags().Uint32Var(&tail, "tail", 0, "show only the last N lines (0: all the node keeps)")
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
+	c.Flags().BoolVarP(&previous, "previous", "p", false, "a control-plane container's previous run: what it wrote before it exited and was restarted")
 	return c
 }
 

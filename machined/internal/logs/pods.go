@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,33 @@ import (
 
 // newestLog returns the most recently written log file of a container in a namespace's pods.
 func newestLog(root, namespace, container string) (string, fs.FileInfo, error) {
-	var best string
-	var bestInfo fs.FileInfo
-	bestN := -1
+	logs := containerLogs(root, namespace, container)
+	if len(logs) == 0 {
+		return "", nil, fmt.Errorf("no log file of container %s in namespace %s under %s: %w", container, namespace, root, fs.ErrNotExist)
+	}
+	return logs[0].path, logs[0].info, nil
+}
+
+// previousLog returns the log file of the container's run before the newest: what it wrote before it
+// crashed or was restarted.
+func previousLog(root, namespace, container string) (string, error) {
+	logs := containerLogs(root, namespace, container)
+	if len(logs) < 2 {
+		return "", fmt.Errorf("container %s has no earlier run with a log under %s: %w", container, root, fs.ErrNotExist)
+	}
+	return logs[1].path, nil
+}
+
+type logCandidate struct {
+	path    string
+	info    fs.FileInfo
+	restart int
+}
+
+// containerLogs lists the current log files of a container (one per run), newest write first; on a tie
+// (coarse timestamps) the higher restart number first.
+func containerLogs(root, namespace, container string) []logCandidate {
+	var out []logCandidate
 	for _, dir := range podDirs(root, namespace) {
 		files, err := os.ReadDir(filepath.Join(dir, container))
 		if err != nil {
@@ -39,16 +64,17 @@ func newestLog(root, namespace, container string) (string, fs.FileInfo, error) {
 			if err != nil || !info.Mode().IsRegular() {
 				continue
 			}
-			// Newest write wins; on a tie (coarse timestamps) the higher restart number.
-			if bestInfo == nil || info.ModTime().After(bestInfo.ModTime()) || (info.ModTime().Equal(bestInfo.ModTime()) && n > bestN) {
-				best, bestInfo, bestN = filepath.Join(dir, container, f.Name()), info, n
-			}
+			out = append(out, logCandidate{path: filepath.Join(dir, container, f.Name()), info: info, restart: n})
 		}
 	}
-	if best == "" {
-		return "", nil, fmt.Errorf("no log file of container %s in namespace %s under %s: %w", container, namespace, root, fs.ErrNotExist)
-	}
-	return best, bestInfo, nil
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].info.ModTime(), out[j].info.ModTime()
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return out[i].restart > out[j].restart
+	})
+	return out
 }
 
 // podDirs lists the pod directories of a namespace.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/supervisor"
 )
 
 const podDir = "kube-system_kube-apiserver-n1_0123abcd"
@@ -64,6 +65,12 @@ func TestNewestLog(t *testing.T) {
 	got, _, err := newestLog(root, "kube-system", "kube-apiserver")
 	if err != nil || got != cur {
 		t.Fatalf("newestLog() = %q, %v, want %q", got, err, cur)
+	}
+	if prev, err := previousLog(root, "kube-system", "kube-apiserver"); err != nil || prev != old {
+		t.Errorf("previousLog() = %q, %v, want %q (the run before the newest)", prev, err, old)
+	}
+	if _, err := previousLog(root, "kube-system", "etcd"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("previousLog(etcd) error = %v, want fs.ErrNotExist", err)
 	}
 	if _, _, err := newestLog(root, "kube-system", "etcd"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("newestLog(etcd) error = %v, want fs.ErrNotExist", err)
@@ -238,5 +245,33 @@ func TestPodLogNamesAreChecked(t *testing.T) {
 		if !strings.Contains(err.Error(), "etcd, kube-apiserver") {
 			t.Errorf("Logs(%q) error %q does not list the known logs", name, err)
 		}
+	}
+}
+
+// TestPreviousRun: --previous shows what a crashed container wrote before the kubelet restarted it, and
+// says why for a service whose in-memory log already spans its restarts.
+func TestPreviousRun(t *testing.T) {
+	root := t.TempDir()
+	old := writeLog(t, root, podDir+"/kube-apiserver/0.log", cri(1, "stderr", "F", "F1122 fatal: etcd timed out"))
+	cur := writeLog(t, root, podDir+"/kube-apiserver/1.log", cri(2, "stdout", "F", "starting again"))
+	setMtime(t, old, 100)
+	setMtime(t, cur, 200)
+	sup := supervisor.New(nil, nil)
+	sup.Logs("kubelet").Add("kubelet line")
+	s := &Source{PodLogs: root, Rings: sup}
+	var got []string
+	if err := s.Previous(context.Background(), "kube-apiserver", 0, func(l server.LogLine) error { got = append(got, l.Line); return nil }); err != nil {
+		t.Fatalf("Previous(kube-apiserver) = %v", err)
+	}
+	if len(got) != 1 || got[0] != "F1122 fatal: etcd timed out" {
+		t.Errorf("Previous(kube-apiserver) lines = %q, want the crashed run's", got)
+	}
+	var nf *NotFoundError
+	err := s.Previous(context.Background(), "kubelet", 0, func(server.LogLine) error { return nil })
+	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "across its restarts") {
+		t.Errorf("Previous(kubelet) = %v, want a NotFound saying its log spans its restarts", err)
+	}
+	if err := s.Previous(context.Background(), "etcd", 0, func(server.LogLine) error { return nil }); !errors.As(err, &nf) {
+		t.Errorf("Previous(etcd) without any log = %v, want NotFound", err)
 	}
 }

@@ -45,9 +45,13 @@ var _ server.LogSource = (*Source)(nil)
 type NotFoundError struct {
 	Service string
 	Known   []string
+	Why     string // set: the service is known, but not what was asked of it
 }
 
 func (e *NotFoundError) Error() string {
+	if e.Why != "" {
+		return e.Why
+	}
 	if len(e.Known) == 0 {
 		return fmt.Sprintf("no log named %q: this node has no logs yet", e.Service)
 	}
@@ -74,6 +78,25 @@ func (s *Source) Logs(ctx context.Context, service string, tail int, follow bool
 		}
 	}
 	return &NotFoundError{Service: service, Known: s.names()}
+}
+
+// Previous sends the last tail lines (0: all) of a control-plane container's previous run: what it wrote
+// before it exited, when the kubelet has started it again. The services whose logs machined keeps in
+// memory need no such thing: their log already spans their restarts.
+func (s *Source) Previous(ctx context.Context, service string, tail int, send func(server.LogLine) error) error {
+	if s.Rings != nil && s.Rings.HasLogs(service) {
+		return &NotFoundError{Service: service, Known: s.names(),
+			Why: fmt.Sprintf("%s's log is kept in memory across its restarts: `cairnctl logs %s` shows its earlier runs", service, service)}
+	}
+	if s.PodLogs == "" || !validName(service) {
+		return &NotFoundError{Service: service, Known: s.names()}
+	}
+	path, err := previousLog(s.PodLogs, PodNamespace, service)
+	if err != nil {
+		return &NotFoundError{Service: service, Known: s.names(), Why: err.Error()}
+	}
+	p := &podLog{root: s.PodLogs, namespace: PodNamespace, container: service, poll: s.poll()}
+	return p.stream(ctx, path, tail, false, send)
 }
 
 func (s *Source) poll() time.Duration {

@@ -20,6 +20,11 @@ type LogSource interface {
 	Logs(ctx context.Context, service string, tail int, follow bool, send func(LogLine) error) error
 }
 
+// PreviousLogs is a LogSource that also keeps the log of a container's previous run.
+type PreviousLogs interface {
+	Previous(ctx context.Context, service string, tail int, send func(LogLine) error) error
+}
+
 // KernelLog streams the kernel's log (/dev/kmsg).
 type KernelLog interface {
 	Dmesg(ctx context.Context, tail int, follow bool, send func(LogLine) error) error

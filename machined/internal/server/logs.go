@@ -13,13 +13,23 @@ import (
 )
 
 // Logs streams a service's log: the last req.Tail lines (0: all kept) and, with req.Follow, each later one
-// until the client leaves.
+// until the client leaves; with req.Previous, a container's run before its latest restart.
 func (s *Server) Logs(req *machine.LogsRequest, stream grpc.ServerStreamingServer[machine.LogLine]) error {
 	if s.LogSource == nil {
 		return status.Error(codes.Unimplemented, "this node serves no service logs (machined runs without a log source)")
 	}
 	if req.Service == "" {
 		return status.Error(codes.InvalidArgument, "service: required (e.g. machined, containerd, kubelet, kube-apiserver)")
+	}
+	if req.Previous {
+		prev, ok := s.LogSource.(PreviousLogs)
+		switch {
+		case req.Follow:
+			return status.Error(codes.InvalidArgument, "previous and follow do not go together: a previous run's log does not grow")
+		case !ok:
+			return status.Error(codes.Unimplemented, "this node keeps no logs of previous runs")
+		}
+		return logStatus(stream, prev.Previous(stream.Context(), req.Service, int(req.Tail), sendLine(stream)))
 	}
 	err := s.LogSource.Logs(stream.Context(), req.Service, int(req.Tail), req.Follow, sendLine(stream))
 	return logStatus(stream, err)

@@ -137,6 +137,11 @@ func TestLogs(t *testing.T) {
 		{name: "tail", req: &machine.LogsRequest{Service: "machined", Tail: 1}, want: []string{"bad \uFFFD byte"}},
 		{name: "unknown", req: &machine.LogsRequest{Service: "kubelt"}, code: codes.NotFound, msg: "known: machined"},
 		{name: "no service", req: &machine.LogsRequest{}, code: codes.InvalidArgument, msg: "service"},
+		{name: "previous and follow", req: &machine.LogsRequest{Service: "machined", Previous: true, Follow: true},
+			code: codes.InvalidArgument, msg: "do not go together"},
+		// fakeLogs keeps no previous runs.
+		{name: "previous unsupported", req: &machine.LogsRequest{Service: "machined", Previous: true},
+			code: codes.Unimplemented, msg: "previous runs"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
