@@ -21,7 +21,8 @@ const haTimeout = 75 * time.Minute
 // control plane; then the first, which made the cluster, is powered off (its QEMU killed) and the API of
 // the others still reads and writes. `make e2e` skips it: on a two-core host under TCG, three control
 // planes (six emulated vCPUs) got as far as three voting etcd members and two Ready nodes, but the third
-// API server kept exiting during its start.
+// API server kept exiting during its start (`logs --previous`: its own loopback TLS handshakes timed out,
+// and the start-service-ip-repair-controllers post-start hook gave up).
 func TestHA(t *testing.T) {
 	if os.Getenv("CAIRN_E2E_HA") == "" {
 		t.Skip("three control planes under TCG need more than two host cores: run `make e2e-ha` (CAIRN_E2E_HA=1)")
