@@ -35,9 +35,8 @@ const (
 // Client implements server.EtcdOps against the node's own etcd member, with the kubeadm-layout
 // healthcheck client certificate (kube.Layout.PKIFile(kube.EtcdHealthcheckCert), ...).
 type Client struct {
-	Endpoint string // empty: DefaultEndpoint
-	// Endpoints, when set, are used instead of Endpoint: the members of another node's cluster, for a
-	// joining node's promotion.
+	// Endpoints are the members' client URLs (empty: DefaultEndpoint, the node's own member); another
+	// node's cluster for a joining node's promotion.
 	Endpoints []string
 	CACert    string // the etcd CA's certificate file
 	Cert      string // a client certificate file signed by the etcd CA
@@ -141,11 +140,8 @@ func (c *Client) timeout() time.Duration {
 func (c *Client) endpoint() string { return c.endpoints()[0] }
 
 func (c *Client) endpoints() []string {
-	switch {
-	case len(c.Endpoints) > 0:
+	if len(c.Endpoints) > 0 {
 		return c.Endpoints
-	case c.Endpoint != "":
-		return []string{c.Endpoint}
 	}
 	return []string{DefaultEndpoint}
 }

@@ -55,7 +55,7 @@ func TestBadCertificatesAreNamed(t *testing.T) {
 func TestUnansweringEtcdIsUnavailable(t *testing.T) {
 	p := newTestPKI(t, t.TempDir())
 	// A port nothing listens on.
-	c := &Client{Endpoint: "https://127.0.0.1:1", CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: time.Second}
+	c := &Client{Endpoints: []string{"https://127.0.0.1:1"}, CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := c.Members(ctx)

@@ -22,7 +22,6 @@ type Peer struct {
 	Name      string // empty while the member has not started
 	PeerURL   string
 	ClientURL string // empty while the member has not started
-	IsLearner bool
 }
 
 // ErrNotInSync is returned by Promote while the learner has not caught up with the leader; try again.
@@ -100,15 +99,6 @@ func (c *Client) Leave(ctx context.Context, peerURL string) (bool, error) {
 	return removed, err
 }
 
-// Ready reports whether the member at the client's endpoint answers a status call, which a learner does
-// too (it refuses most others).
-func (c *Client) Ready(ctx context.Context) error {
-	return c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.Status(ctx, c.endpoint())
-		return err
-	})
-}
-
 // with runs f with a connected client and the call timeout, wrapping a failure as Unavailable.
 func (c *Client) with(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
 	cli, err := c.connect(ctx)
@@ -128,7 +118,7 @@ func (c *Client) with(ctx context.Context, f func(context.Context, *clientv3.Cli
 func toPeers(ms []*etcdserverpb.Member) []Peer {
 	out := make([]Peer, 0, len(ms))
 	for _, m := range ms {
-		p := Peer{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner}
+		p := Peer{ID: m.ID, Name: m.Name}
 		if len(m.PeerURLs) > 0 {
 			p.PeerURL = m.PeerURLs[0]
 		}

@@ -115,11 +115,17 @@ func startMember(t *testing.T, bin string, p testPKI, dataDir, name, peerURL, in
 			}
 		}
 	})
-	c := &Client{Endpoint: e.clientURL, CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: 2 * time.Second}
+	c := &Client{Endpoints: []string{e.clientURL}, CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: 2 * time.Second}
 	start := time.Now()
 	ready := func() error { _, err := c.Members(context.Background()); return err }
 	if state == "existing" {
-		ready = func() error { return c.Ready(context.Background()) } // a learner answers status calls only
+		// A learner answers status calls only.
+		ready = func() error {
+			return c.with(context.Background(), func(ctx context.Context, cli *clientv3.Client) error {
+				_, err := cli.Status(ctx, e.clientURL)
+				return err
+			})
+		}
 	}
 	for {
 		if err := ready(); err == nil {
@@ -147,7 +153,7 @@ func kv(t *testing.T, c *Client) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Endpoint}, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
