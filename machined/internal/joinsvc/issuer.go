@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/cairn-os/cairn/api/client"
@@ -29,9 +28,9 @@ type Issuer struct {
 
 // EtcdMembership is this control plane's view of the etcd cluster, for control-plane joins.
 type EtcdMembership interface {
-	// AddLearner adds the member name will run at peerURL as a learner (or finds it, for a retried join)
-	// and returns its ID and every member as --initial-cluster needs them.
-	AddLearner(ctx context.Context, name, peerURL string) (uint64, []*machine.EtcdPeer, error)
+	// AddLearner adds the member node name will run at address as a learner (or finds it, for a retried
+	// join) and returns its ID and every member as --initial-cluster needs them.
+	AddLearner(ctx context.Context, name, address string) (uint64, []*machine.EtcdPeer, error)
 }
 
 // ErrControlPlaneJoin is returned for control-plane tokens by a node that cannot change etcd's membership.
@@ -130,16 +129,12 @@ func (i *Issuer) controlPlane(ctx context.Context, req *machine.TicketRequest, s
 	if err != nil {
 		return nil, err
 	}
-	peerURL := "https://" + net.JoinHostPort(req.Addresses[0], strconv.Itoa(EtcdPeerPort))
-	id, members, err := i.Etcd.AddLearner(ctx, req.NodeName, peerURL)
+	id, members, err := i.Etcd.AddLearner(ctx, req.NodeName, req.Addresses[0])
 	if err != nil {
 		return nil, &EtcdError{Err: err}
 	}
 	return &machine.ControlPlaneSecrets{Secrets: secrets, EtcdMembers: members, EtcdMemberId: id}, nil
 }
-
-// EtcdPeerPort is etcd's peer port on every control-plane node.
-const EtcdPeerPort = 2380
 
 // joinConfig is the config a node that joins by itself (kernel command line) gets: the cluster as the
 // control plane knows it and the default disk selectors; a worker's without the cluster's secrets, a

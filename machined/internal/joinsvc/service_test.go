@@ -109,14 +109,14 @@ type fakeEtcd struct {
 	learners []string
 }
 
-func (f *fakeEtcd) AddLearner(_ context.Context, name, peerURL string) (uint64, []*machine.EtcdPeer, error) {
+func (f *fakeEtcd) AddLearner(_ context.Context, name, address string) (uint64, []*machine.EtcdPeer, error) {
 	if f.err != nil {
 		return 0, nil, f.err
 	}
-	f.learners = append(f.learners, name+"="+peerURL)
+	f.learners = append(f.learners, name+"@"+address)
 	return 7, []*machine.EtcdPeer{
 		{Name: "cp1", PeerUrl: "https://10.5.0.2:2380", ClientUrl: "https://10.5.0.2:2379"},
-		{Name: name, PeerUrl: peerURL},
+		{Name: name, PeerUrl: "https://" + address + ":2380"},
 	}, nil
 }
 
@@ -145,7 +145,7 @@ func TestControlPlaneTicket(t *testing.T) {
 		if err != nil {
 			t.Fatalf("RequestTicket = %v", err)
 		}
-		if diff := cmp.Diff([]string{"cp2=https://10.5.0.3:2380"}, etcd.learners); diff != "" {
+		if diff := cmp.Diff([]string{"cp2@10.5.0.3"}, etcd.learners); diff != "" {
 			t.Errorf("learners added (-want +got):\n%s", diff)
 		}
 		cp := ticket.ControlPlane

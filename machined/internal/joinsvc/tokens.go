@@ -133,8 +133,8 @@ func (t *Tokens) Use(raw string) (string, error) {
 	return "", &DeniedError{Reason: "unknown token (made by another cluster, or never)"}
 }
 
-// Refund gives back the use Use spent, for a request refused afterwards for a reason the node may retry
-// (etcd not ready for another member): a single-use token is not lost to a transient failure.
+// Refund gives back the use Use spent, for a request refused after its token was checked (etcd not ready
+// for another member, a malformed request): a token that admitted nobody is not spent.
 func (t *Tokens) Refund(raw string) error {
 	id, _, _ := strings.Cut(raw, ".")
 	t.mu.Lock()

@@ -39,7 +39,7 @@ func (r *Renderer) APIServerPod() *corev1.Pod {
 		{"etcd-cafile", inPKI(EtcdCACert)},
 		{"etcd-certfile", inPKI(APIServerEtcdCert)},
 		{"etcd-keyfile", inPKI(APIServerEtcdKey)},
-		{"etcd-servers", r.etcdURL(r.loopback(), EtcdClientPort)},
+		{"etcd-servers", etcdURL(r.loopback(), EtcdClientPort)},
 		{"kubelet-client-certificate", inPKI(APIServerKubeletCert)},
 		{"kubelet-client-key", inPKI(APIServerKubeletKey)},
 		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},

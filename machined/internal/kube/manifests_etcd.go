@@ -31,12 +31,15 @@ type EtcdOptions struct {
 }
 
 // EtcdPeerURL is this node's etcd peer URL.
-func (r *Renderer) EtcdPeerURL() string { return r.etcdURL(r.primary.String(), EtcdPeerPort) }
+func (r *Renderer) EtcdPeerURL() string { return EtcdPeerURL(r.primary.String()) }
+
+// EtcdPeerURL is the etcd peer URL of a control plane at host (a joining one, for its learner entry).
+func EtcdPeerURL(host string) string { return etcdURL(host, EtcdPeerPort) }
 
 // EtcdClientURL is this node's etcd client URL on its primary address.
-func (r *Renderer) EtcdClientURL() string { return r.etcdURL(r.primary.String(), EtcdClientPort) }
+func (r *Renderer) EtcdClientURL() string { return etcdURL(r.primary.String(), EtcdClientPort) }
 
-func (r *Renderer) etcdURL(host string, port int) string {
+func etcdURL(host string, port int) string {
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
@@ -58,7 +61,7 @@ func (r *Renderer) EtcdPod(o EtcdOptions) *corev1.Pod {
 	flags := []arg{
 		{"name", name},
 		{"data-dir", containerEtcdDataDir},
-		{"listen-client-urls", r.etcdURL(lo, EtcdClientPort) + "," + r.EtcdClientURL()},
+		{"listen-client-urls", etcdURL(lo, EtcdClientPort) + "," + r.EtcdClientURL()},
 		{"advertise-client-urls", r.EtcdClientURL()},
 		{"listen-peer-urls", r.EtcdPeerURL()},
 		{"initial-advertise-peer-urls", r.EtcdPeerURL()},

@@ -176,3 +176,12 @@ func TestEtcdNoQuota(t *testing.T) {
 		t.Errorf("EtcdPod command = %q, want no --quota-backend-bytes when the config sets none", cmd)
 	}
 }
+
+// A joining control plane's learner is added at the URL its own manifest will listen on.
+func TestEtcdPeerURL(t *testing.T) {
+	for host, want := range map[string]string{"10.5.0.3": "https://10.5.0.3:2380", "fd00::3": "https://[fd00::3]:2380"} {
+		if got := EtcdPeerURL(host); got != want {
+			t.Errorf("EtcdPeerURL(%q) = %q, want %q", host, got, want)
+		}
+	}
+}

@@ -27,10 +27,11 @@ func (w *Workload) etcdOps(endpoints ...string) *etcdops.Client {
 }
 
 // AddLearner implements joinsvc.EtcdMembership on a Running control plane.
-func (w *Workload) AddLearner(ctx context.Context, name, peerURL string) (uint64, []*machine.EtcdPeer, error) {
+func (w *Workload) AddLearner(ctx context.Context, name, address string) (uint64, []*machine.EtcdPeer, error) {
 	if w.Renderer() == nil || !w.controlPlane() {
 		return 0, nil, ErrNotRunning
 	}
+	peerURL := kube.EtcdPeerURL(address)
 	id, peers, err := w.etcdOps().AddLearner(ctx, peerURL)
 	if err != nil {
 		return 0, nil, err

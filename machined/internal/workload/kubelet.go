@@ -25,9 +25,9 @@ func (w *Workload) writeControlPlane(context.Context) error {
 }
 
 // writeEtcd writes etcd's static pod, in a new cluster or, on a joined control plane, in the one its
-// ticket names (etcd ignores that once its data directory exists). It runs after the ETCD volume is mounted (the storage tasks come
-// first in every sequence), and the kubelet cannot start etcd before this file exists: etcd never starts
-// on the node's root filesystem by mistake (kops' guard).
+// ticket names (etcd ignores that once its data directory exists). It runs after the ETCD volume is
+// mounted (the storage tasks come first in every sequence), and the kubelet cannot start etcd before this
+// file exists: etcd never starts on the node's root filesystem by mistake (kops' guard).
 func (w *Workload) writeEtcd(context.Context) error {
 	r := w.Renderer()
 	if _, err := os.Stat(r.Layout().EtcdData()); err != nil {

@@ -20,7 +20,8 @@ import (
 const drainTimeout = 2 * time.Minute
 
 // LeaveTasks take the node out of the cluster before a reset: cordon it, evict its pods (not the static
-// ones, not DaemonSets'), and on a control plane remove its etcd member. They are only for a node whose cluster still answers (graceful reset).
+// ones, not DaemonSets'), and on a control plane remove its etcd member. They are only for a node whose
+// cluster still answers (graceful reset).
 func (w *Workload) LeaveTasks() []sequence.Task {
 	if w.Renderer() == nil {
 		return nil
