@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/config"
@@ -40,7 +41,8 @@ stops them and removes everything.`,
 
 func newClusterCreate(g *globals, root func() (string, error)) *cobra.Command {
 	var o cluster.CreateOptions
-	var mode, stateSize, ephemeralSize, etcdSize string
+	var mode string
+	var sizes diskSizes
 	var diskFiles []string
 	var merge bool
 	c := &cobra.Command{
@@ -59,8 +61,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 				return err
 			}
 			o.Mode = qemu.Mode(mode)
-			if err := parseSizes(map[string]sizeFlag{"--state-size": {stateSize, &o.StateSize},
-				"--ephemeral-size": {ephemeralSize, &o.EphemeralSize}, "--etcd-size": {etcdSize, &o.EtcdSize}}); err != nil {
+			if err := sizes.parse(&o.StateSize, &o.EphemeralSize, &o.EtcdSize); err != nil {
 				return err
 			}
 			if o.DiskFiles, err = parseDiskFiles(diskFiles); err != nil {
@@ -88,9 +89,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	f.StringVar(&mode, "mode", string(qemu.ModeVmlinux), "boot mode: vmlinux (direct kernel boot, fastest), iso (SeaBIOS) or raw (UEFI disk)")
 	f.IntVar(&o.Memory, "memory", 0, "memory of every node in MiB (default 2048 for control planes, 1024 for workers)")
 	f.IntVar(&o.CPUs, "cpus", 2, "virtual CPUs per node")
-	f.StringVar(&stateSize, "state-size", "1GiB", "size of each node's STATE disk")
-	f.StringVar(&ephemeralSize, "ephemeral-size", "8GiB", "size of each node's EPHEMERAL disk (/var)")
-	f.StringVar(&etcdSize, "etcd-size", "2GiB", "size of each control plane's etcd disk")
+	sizes.register(f, "each node's", "each control plane's")
 	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane, in place of the blank disk of that serial (cairn-state, cairn-ephemeral, cairn-etcd) or as an extra disk (destroy leaves FILE alone)")
 	f.BoolVar(&o.NoInit, "no-init", false, "boot the nodes and leave them in maintenance mode (print each node's token and fingerprint)")
 	f.BoolVar(&merge, "merge", false, "also merge the cluster's context into the default cairnconfig ($CAIRNCONFIG or ~/.cairn/config)")
@@ -100,7 +99,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 
 func newClusterAdd(g *globals, root func() (string, error)) *cobra.Command {
 	var o cluster.AddOptions
-	var stateSize, ephemeralSize, etcdSize string
+	var sizes diskSizes
 	c := &cobra.Command{
 		Use:   "add --name NAME [--role worker|controlplane] [--self-join]",
 		Short: "Boot one more node for a local cluster and join it",
@@ -119,8 +118,7 @@ Either way add waits until the node is Running and adds its machine API to the c
 			if o.Root, err = localCluster(o.Name, root, &o.ImageDir); err != nil {
 				return err
 			}
-			if err := parseSizes(map[string]sizeFlag{"--state-size": {stateSize, &o.StateSize},
-				"--ephemeral-size": {ephemeralSize, &o.EphemeralSize}, "--etcd-size": {etcdSize, &o.EtcdSize}}); err != nil {
+			if err := sizes.parse(&o.StateSize, &o.EphemeralSize, &o.EtcdSize); err != nil {
 				return err
 			}
 			o.FormatEvent = formatEvent
@@ -140,9 +138,7 @@ Either way add waits until the node is Running and adds its machine API to the c
 	f.StringVar(&o.ImageDir, "image-dir", "", "directory with the built image (default: the _out of cairnctl's repository, else ./_out)")
 	f.IntVar(&o.Memory, "memory", 0, "the node's memory in MiB (default 2048 for a control plane, 1024 for a worker)")
 	f.IntVar(&o.CPUs, "cpus", 2, "virtual CPUs")
-	f.StringVar(&stateSize, "state-size", "1GiB", "size of the node's STATE disk")
-	f.StringVar(&ephemeralSize, "ephemeral-size", "8GiB", "size of the node's EPHEMERAL disk (/var)")
-	f.StringVar(&etcdSize, "etcd-size", "2GiB", "size of a control plane's etcd disk")
+	sizes.register(f, "the node's", "a control plane's")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long the node may take to answer on its machine API (default 5m)")
 	return c
 }
@@ -164,18 +160,24 @@ func localCluster(name string, root func() (string, error), imageDir *string) (s
 	return r, nil
 }
 
-// sizeFlag is a size flag's text and where its parsed value goes.
-type sizeFlag struct {
-	val string
-	dst *int64
+// diskSizes are the --state-size, --ephemeral-size and --etcd-size flags of create and add.
+type diskSizes struct{ state, ephemeral, etcd string }
+
+func (d *diskSizes) register(f *pflag.FlagSet, whose, whoseEtcd string) {
+	f.StringVar(&d.state, "state-size", "1GiB", "size of "+whose+" STATE disk")
+	f.StringVar(&d.ephemeral, "ephemeral-size", "8GiB", "size of "+whose+" EPHEMERAL disk (/var)")
+	f.StringVar(&d.etcd, "etcd-size", "2GiB", "size of "+whoseEtcd+" etcd disk")
 }
 
-// parseSizes parses size flags (1GiB, 512MiB, ...), naming the flag in an error.
-func parseSizes(flags map[string]sizeFlag) error {
-	for name, s := range flags {
+// parse reads the sizes (1GiB, 512MiB, ...), naming the flag in an error.
+func (d *diskSizes) parse(state, ephemeral, etcd *int64) error {
+	for _, s := range []struct {
+		flag, val string
+		dst       *int64
+	}{{"--state-size", d.state, state}, {"--ephemeral-size", d.ephemeral, ephemeral}, {"--etcd-size", d.etcd, etcd}} {
 		n, err := config.ParseSize(s.val)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", s.flag, err)
 		}
 		*s.dst = int64(n)
 	}
