@@ -85,8 +85,7 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 	if err := st.Save(dir); err != nil {
 		return nil, err
 	}
-	p.Printf("%s: started QEMU (%s, %s mode, %d MiB, %d CPUs; machine API on %s, console %s)",
-		n.Name, n.Address, st.Mode, spec.Memory, spec.CPUs, ns.APIEndpoint(), vm.ConsolePath())
+	printStarted(p, spec, ns, vm)
 	if !slices.Contains(cctx.Endpoints, ns.APIEndpoint()) {
 		cctx.Endpoints = append(cctx.Endpoints, ns.APIEndpoint())
 		if err := cc.Save(ccPath); err != nil {
@@ -131,16 +130,11 @@ func writeNodeConfig(dir string, n Node) error {
 	if err != nil {
 		return err
 	}
-	out, err := config.Marshal(nc)
-	if err != nil {
-		return err
-	}
 	nd := NodeDir(dir, n.Name)
 	if err := os.MkdirAll(nd, 0o700); err != nil {
 		return err
 	}
-	// Owner only: a control plane's config holds the cluster's private keys.
-	return os.WriteFile(filepath.Join(nd, NodeConfigFile), out, 0o600)
+	return writePrivateYAML(filepath.Join(nd, NodeConfigFile), nc)
 }
 
 // selfJoinArgs are the kernel arguments of a node that joins by itself through the first control plane:

@@ -169,6 +169,12 @@ func (o CreateOptions) disks(n Node, first bool) []qemu.Disk {
 	return d
 }
 
+// printStarted is the progress line of a node whose QEMU started.
+func printStarted(p *Progress, spec VMSpec, ns NodeState, vm *qemu.VM) {
+	p.Printf("%s: started QEMU (%s, %s mode, %d MiB, %d CPUs; machine API on %s, console %s)",
+		ns.Name, ns.Address, spec.Mode, spec.Memory, spec.CPUs, ns.APIEndpoint(), vm.ConsolePath())
+}
+
 func create(ctx context.Context, o CreateOptions, layout Layout, img Artifacts, dir string, p *Progress) (*Result, error) {
 	now := time.Now()
 	res := &Result{Root: o.Root, Dir: dir, Fingerprints: map[string]string{}}
@@ -197,8 +203,7 @@ func create(ctx context.Context, o CreateOptions, layout Layout, img Artifacts, 
 		if err := st.Save(dir); err != nil {
 			return res, err
 		}
-		p.Printf("%s: started QEMU (%s, %s mode, %d MiB, %d CPUs; machine API on %s, console %s)",
-			n.Name, n.Address, o.Mode, spec.Memory, spec.CPUs, ns.APIEndpoint(), vm.ConsolePath())
+		printStarted(p, spec, ns, vm)
 	}
 
 	var endpoints []string
@@ -351,16 +356,21 @@ func writeConfigs(dir string, c *Configs, l Layout) error {
 		}{filepath.Join(nd, NodeConfigFile), c.Nodes[n.Name]})
 	}
 	for _, f := range files {
-		data, err := config.Marshal(f.v)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.path, err)
-		}
-		// Owner only: control-plane configs and secrets.yaml hold the cluster's private keys.
-		if err := os.WriteFile(f.path, data, 0o600); err != nil {
+		if err := writePrivateYAML(f.path, f.v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writePrivateYAML writes a config document readable by its owner alone: control-plane configs and
+// secrets.yaml hold the cluster's private keys.
+func writePrivateYAML(path string, v any) error {
+	data, err := config.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(path, data, 0o600)
 }
 
 // mergeContext adds the cluster's context to a cairnconfig file, creating it if needed.
