@@ -83,6 +83,8 @@ func TestParseRefusesBadDocuments(t *testing.T) {
 		{"wrong version", "apiVersion: v1\nkind: MachineConfig\n", []string{"apiVersion: must be"}},
 		{"unknown fields with paths", "apiVersion: cairn.dev/v1alpha1\nkind: MachineConfig\nmachine:\n  tpye: worker\n  disks:\n    etcd:\n      serail: x\ncluster:\n  network:\n    podCidr: 10.0.0.0/8\n",
 			[]string{"machine.tpye: unknown field (line 4)", "machine.disks.etcd.serail: unknown field", "cluster.network.podCidr: unknown field", "3 problem(s)"}},
+		{"unknown field in a registry", "apiVersion: cairn.dev/v1alpha1\nkind: MachineConfig\nmachine:\n  registries:\n    docker.io:\n      mirror: [https://m]\n",
+			[]string{`machine.registries["docker.io"].mirror: unknown field (line 6)`}},
 		{"bad disk scalar", "apiVersion: cairn.dev/v1alpha1\nkind: MachineConfig\nmachine:\n  disks:\n    state: ramdisk\n", []string{"either \"tmpfs\""}},
 	}
 	for _, tc := range tests {
@@ -147,6 +149,28 @@ func TestValidateFields(t *testing.T) {
 		{"malformed CA key", func(c *MachineConfig) { c.Cluster.Secrets.EtcdCA.Key = "junk" }, "cluster.secrets.etcdCA"},
 		{"bad bootstrap token", func(c *MachineConfig) { c.Cluster.Secrets.BootstrapToken = "abc" }, "cluster.secrets.bootstrapToken"},
 		{"join endpoint", func(c *MachineConfig) { c.Cluster.Join = &Join{Endpoints: []string{"h:99999"}} }, "cluster.join.endpoints[0]"},
+		{"bridge network", func(c *MachineConfig) { c.Cluster.Network.CNI = CNIBridge }, ""},
+		{"unknown network", func(c *MachineConfig) { c.Cluster.Network.CNI = "calico" }, "cluster.network.cni"},
+		{"iptables proxy", func(c *MachineConfig) { c.Cluster.Proxy.Mode = ProxyIPTables }, ""},
+		{"ipvs proxy", func(c *MachineConfig) { c.Cluster.Proxy.Mode = "ipvs" }, "cluster.proxy.mode"},
+		{"proxy extra arg", func(c *MachineConfig) { c.Cluster.Proxy.ExtraArgs = map[string]string{"v=2": ""} }, "cluster.proxy.extraArgs"},
+		{"negative replicas", func(c *MachineConfig) { c.Cluster.CoreDNS.Replicas = -1 }, "cluster.coreDNS.replicas"},
+		{"registry with mirror and credentials", func(c *MachineConfig) {
+			c.Machine.Registries = map[string]Registry{"docker.io": {Mirrors: []string{"https://mirror.example.com:5000/v2", "http://10.5.0.1:5000"}},
+				"mirror.example.com:5000": {Username: "u", Password: "p", InsecureSkipVerify: true}}
+		}, ""},
+		{"registry host with scheme", func(c *MachineConfig) {
+			c.Machine.Registries = map[string]Registry{"https://docker.io": {}}
+		}, `machine.registries["https://docker.io"]`},
+		{"mirror without scheme", func(c *MachineConfig) {
+			c.Machine.Registries = map[string]Registry{"docker.io": {Mirrors: []string{"mirror.example.com"}}}
+		}, `machine.registries["docker.io"].mirrors[0]`},
+		{"registry CA not PEM", func(c *MachineConfig) {
+			c.Machine.Registries = map[string]Registry{"ghcr.io": {CA: "junk"}}
+		}, `machine.registries["ghcr.io"].ca`},
+		{"registry user without password", func(c *MachineConfig) {
+			c.Machine.Registries = map[string]Registry{"localhost:5000": {Username: "u"}}
+		}, `machine.registries["localhost:5000"].password`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

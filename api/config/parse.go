@@ -122,6 +122,13 @@ func unknownFields(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
 			}
 			unknownFields(n.Content[i+1], ft, join(path, key), errs)
 		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			unknownFields(n.Content[i+1], t.Elem(), fmt.Sprintf("%s[%q]", path, n.Content[i].Value), errs)
+		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return

@@ -37,6 +37,26 @@ type Machine struct {
 	Network  Network  `yaml:"network,omitempty" json:"network,omitempty"`
 	Disks    Disks    `yaml:"disks" json:"disks"`
 	Kubelet  Kubelet  `yaml:"kubelet,omitempty" json:"kubelet,omitempty"`
+	// Registries configures how containerd reaches image registries, keyed by the registry's host[:port]
+	// as image names spell it (docker.io, ghcr.io, registry.example.com:5000). Images the node carries
+	// never need a registry; these are for the ones it does not.
+	Registries map[string]Registry `yaml:"registries,omitempty" json:"registries,omitempty"`
+}
+
+// Registry is how containerd talks to one registry host: mirrors to try first, the CA that signs its
+// certificate, credentials. The same settings apply when the host is used as another registry's mirror.
+type Registry struct {
+	// Mirrors are URLs (https://HOST[:PORT][/PATH], or http:// for a plain-HTTP mirror) tried in order
+	// before the registry itself.
+	Mirrors []string `yaml:"mirrors,omitempty" json:"mirrors,omitempty"`
+	// CA is a PEM bundle trusted for this host's certificate, in addition to the system's.
+	CA string `yaml:"ca,omitempty" json:"ca,omitempty"`
+	// InsecureSkipVerify accepts any certificate from this host: only for a lab, and only when asked.
+	InsecureSkipVerify bool `yaml:"insecureSkipVerify,omitempty" json:"insecureSkipVerify,omitempty"`
+	// Username and Password are sent to this host as HTTP basic authorization (and to the token service
+	// it names).
+	Username string `yaml:"username,omitempty" json:"username,omitempty"`
+	Password string `yaml:"password,omitempty" json:"password,omitempty"`
 }
 
 // Network configures the node's interfaces. Without interfaces, every wired interface uses DHCP.
@@ -111,6 +131,61 @@ type Cluster struct {
 	ControllerManager Component `yaml:"controllerManager,omitempty" json:"controllerManager,omitempty"`
 	Scheduler         Component `yaml:"scheduler,omitempty" json:"scheduler,omitempty"`
 	Etcd              Etcd      `yaml:"etcd,omitempty" json:"etcd,omitempty"`
+	// Proxy and CoreDNS are core add-ons machined applies on control planes (see DESIGN.md §12).
+	Proxy   Proxy   `yaml:"proxy,omitempty" json:"proxy,omitempty"`
+	CoreDNS CoreDNS `yaml:"coreDNS,omitempty" json:"coreDNS,omitempty"`
+}
+
+// Pod network choices (cluster.network.cni).
+const (
+	// CNIFlannel: flannel (vxlan) routes every node's PodCIDR to the others; the default.
+	CNIFlannel = "flannel"
+	// CNIBridge: a bridge on each node's PodCIDR and nothing between nodes (one node, or routes of your own).
+	CNIBridge = "bridge"
+	// CNINone: Cairn writes no CNI config; nodes go Ready once the user's network add-on installs one.
+	CNINone = "none"
+)
+
+// kube-proxy modes (cluster.proxy.mode).
+const (
+	ProxyNFTables = "nftables"
+	ProxyIPTables = "iptables"
+)
+
+// Proxy configures kube-proxy, which runs on every node as a DaemonSet.
+type Proxy struct {
+	// Disabled leaves kube-proxy out, for users who bring their own Service implementation.
+	Disabled bool `yaml:"disabled,omitempty" json:"disabled,omitempty"`
+	// Mode is nftables (default) or iptables.
+	Mode      string            `yaml:"mode,omitempty" json:"mode,omitempty"`
+	ExtraArgs map[string]string `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
+}
+
+// ModeOrDefault is the proxy mode to run.
+func (p Proxy) ModeOrDefault() string {
+	if p.Mode == "" {
+		return ProxyNFTables
+	}
+	return p.Mode
+}
+
+// DefaultCoreDNSReplicas: two, so DNS survives one node or one pod going away.
+const DefaultCoreDNSReplicas = 2
+
+// CoreDNS configures the cluster's DNS, served by CoreDNS behind the kube-dns Service.
+type CoreDNS struct {
+	// Disabled leaves CoreDNS out, for users who bring their own cluster DNS (at the same Service address).
+	Disabled bool `yaml:"disabled,omitempty" json:"disabled,omitempty"`
+	// Replicas of the CoreDNS Deployment; 2 by default, spread over nodes when there are several.
+	Replicas int32 `yaml:"replicas,omitempty" json:"replicas,omitempty"`
+}
+
+// ReplicasOrDefault is the number of CoreDNS replicas to run.
+func (c CoreDNS) ReplicasOrDefault() int32 {
+	if c.Replicas == 0 {
+		return DefaultCoreDNSReplicas
+	}
+	return c.Replicas
 }
 
 // ClusterNetwork holds the cluster's address ranges.
@@ -120,6 +195,16 @@ type ClusterNetwork struct {
 	DNSDomain   string `yaml:"dnsDomain,omitempty" json:"dnsDomain,omitempty"`
 	// NodeCIDRMaskSize is the size of each node's slice of PodCIDR.
 	NodeCIDRMaskSize int `yaml:"nodeCIDRMaskSize,omitempty" json:"nodeCIDRMaskSize,omitempty"`
+	// CNI is the pod network: flannel (default), bridge or none.
+	CNI string `yaml:"cni,omitempty" json:"cni,omitempty"`
+}
+
+// CNIOrDefault is the pod network to run.
+func (n ClusterNetwork) CNIOrDefault() string {
+	if n.CNI == "" {
+		return CNIFlannel
+	}
+	return n.CNI
 }
 
 // Component holds the flags of one control-plane component beyond the typed settings.

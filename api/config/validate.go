@@ -95,6 +95,16 @@ func Validate(c *MachineConfig) error {
 	validateArgs("cluster.controllerManager.extraArgs", cl.ControllerManager.ExtraArgs, &e)
 	validateArgs("cluster.scheduler.extraArgs", cl.Scheduler.ExtraArgs, &e)
 	validateArgs("cluster.etcd.extraArgs", cl.Etcd.ExtraArgs, &e)
+	validateArgs("cluster.proxy.extraArgs", cl.Proxy.ExtraArgs, &e)
+	switch cl.Proxy.Mode {
+	case "", ProxyNFTables, ProxyIPTables:
+	default:
+		e.add("cluster.proxy.mode", "must be %q or %q, got %q", ProxyNFTables, ProxyIPTables, cl.Proxy.Mode)
+	}
+	if cl.CoreDNS.Replicas < 0 {
+		e.add("cluster.coreDNS.replicas", "must not be negative")
+	}
+	validateRegistries(m.Registries, &e)
 	if cl.Etcd.QuotaBackendBytes < 0 {
 		e.add("cluster.etcd.quotaBackendBytes", "must not be negative")
 	}
@@ -200,6 +210,11 @@ func validateClusterNetwork(n *ClusterNetwork, e *Errors) {
 	}
 	if n.DNSDomain != "" && !validHostname(n.DNSDomain) {
 		e.add("cluster.network.dnsDomain", "%q is not a DNS name", n.DNSDomain)
+	}
+	switch n.CNI {
+	case "", CNIFlannel, CNIBridge, CNINone:
+	default:
+		e.add("cluster.network.cni", "must be %q, %q or %q, got %q", CNIFlannel, CNIBridge, CNINone, n.CNI)
 	}
 	if m := n.NodeCIDRMaskSize; m != 0 {
 		if errPod == nil && (m <= pod.Bits() || m > 30) {

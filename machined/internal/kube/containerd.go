@@ -42,8 +42,9 @@ type criImages struct {
 	Snapshotter string `toml:"snapshotter"`
 	// PinnedImages keeps the sandbox image from image garbage collection: it cannot be pulled again.
 	PinnedImages map[string]string `toml:"pinned_images"`
-	// An empty config_path: no registry hosts directory, no mirrors. Nothing is pulled anyway — every
-	// pod says imagePullPolicy Never, and CRI only pulls the pause image when it is missing.
+	// The registry hosts directory machined writes from machine.registries (mirrors, CAs,
+	// credentials). Without any, containerd reaches registries directly; the node's own images are
+	// never pulled (they are imported at boot, and CRI pulls the pause image only when it is missing).
 	Registry criRegistry `toml:"registry"`
 }
 
@@ -102,6 +103,7 @@ func (r *Renderer) ContainerdConfig(o ContainerdOptions) (File, error) {
 			"io.containerd.cri.v1.images": criImages{
 				Snapshotter:  "overlayfs",
 				PinnedImages: map[string]string{"sandbox": r.images.Pause},
+				Registry:     criRegistry{ConfigPath: l.RegistryHostsDir()},
 			},
 			"io.containerd.cri.v1.runtime": criRuntime{
 				RestrictOOMScoreAdj: o.RestrictOOMScoreAdj,

@@ -75,7 +75,7 @@ func TestContainerdConfigKeys(t *testing.T) {
 		"ttrpc.address":   "/tmp/sbx/run/containerd/containerd.sock.ttrpc",
 		"sandbox":         "registry.k8s.io/pause:3.10.2",
 		"snapshotter":     "overlayfs",
-		"config_path":     "",
+		"config_path":     "/tmp/sbx/etc/containerd/certs.d",
 		"restrict_oom":    true,
 		"default_runtime": "runc",
 		"runtime_type":    "io.containerd.runc.v2",

@@ -86,6 +86,9 @@ func (l Layout) Log() string { return l.p.Join("var", "log") }
 // ContainerdConfig is containerd's config.toml.
 func (l Layout) ContainerdConfig() string { return l.p.Join("etc", "containerd", "config.toml") }
 
+// RegistryHostsDir is containerd's registry configuration directory: HOST/hosts.toml and HOST/ca.crt.
+func (l Layout) RegistryHostsDir() string { return l.p.Join("etc", "containerd", "certs.d") }
+
 // ContainerdRoot is containerd's persistent root (content, snapshots, metadata).
 func (l Layout) ContainerdRoot() string { return l.p.Join("var", "lib", "containerd") }
 
