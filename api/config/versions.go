@@ -7,6 +7,10 @@ const (
 	KubernetesVersion = "v1.37.2"
 	EtcdVersion       = "v3.6.16"
 	PauseTag          = "3.10.2"
+	// CoreDNSVersion is also the tag of the CoreDNS image (registry.k8s.io/coredns/coredns:v1.15.0).
+	CoreDNSVersion = "v1.15.0"
+	// FlannelVersion is also the tag of the flannel image (cairn.local/flannel:v0.28.10).
+	FlannelVersion = "v0.28.10"
 )
 
 // Defaults for the cluster network.

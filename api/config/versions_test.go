@@ -20,7 +20,10 @@ func TestVersionsMatchBundle(t *testing.T) {
 			env[k] = v
 		}
 	}
-	for key, want := range map[string]string{"KUBERNETES_VERSION": KubernetesVersion, "ETCD_VERSION": EtcdVersion, "PAUSE_TAG": PauseTag} {
+	for key, want := range map[string]string{
+		"KUBERNETES_VERSION": KubernetesVersion, "ETCD_VERSION": EtcdVersion, "PAUSE_TAG": PauseTag,
+		"COREDNS_VERSION": CoreDNSVersion, "FLANNEL_VERSION": FlannelVersion,
+	} {
 		if env[key] != want {
 			t.Errorf("versions.env %s = %q, but api/config says %q: change both", key, env[key], want)
 		}

@@ -68,7 +68,10 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		{[]string{bin("kube"), "kube-controller-manager", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kube"), "kube-scheduler", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kube"), "kubelet", "--version"}, nil, "Kubernetes " + v.Kubernetes},
+		{[]string{bin("kube"), "kube-proxy", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kube"), "kubectl", "version", "--client"}, nil, "Client Version: " + v.Kubernetes},
+		{[]string{bin("coredns"), "-version"}, nil, "CoreDNS-" + strings.TrimPrefix(v.CoreDNS, "v")},
+		{[]string{bin("flanneld"), "--version"}, nil, v.Flannel},
 		{[]string{bin("etcd"), "--version"}, nil, "etcd Version: " + strings.TrimPrefix(v.Etcd, "v")},
 		{[]string{bin("containerd"), "--version"}, nil, "containerd github.com/containerd/containerd/v2 " + v.Containerd},
 		{[]string{bin("ctr"), "--version"}, nil, v.Containerd},
@@ -89,7 +92,7 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		})
 	}
 	// Static: the node's root has no libc.
-	for _, name := range []string{"kube", "etcd", "pause", "cairn-echo", "cairn-mount", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+	for _, name := range []string{"kube", "etcd", "coredns", "flanneld", "pause", "cairn-echo", "cairn-mount", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
 		if out, err := exec.Command("ldd", bin(name)).CombinedOutput(); err == nil && !strings.Contains(string(out), "statically linked") {
 			t.Errorf("%s is dynamically linked: %s", name, out)
 		}
@@ -374,12 +377,15 @@ func TestContainerdImportsAndRunsBundle(t *testing.T) {
 		{"registry.k8s.io/kube-apiserver:" + v.Kubernetes, "/usr/local/bin/kube-apiserver", "Kubernetes " + v.Kubernetes},
 		{"registry.k8s.io/kube-controller-manager:" + v.Kubernetes, "/usr/local/bin/kube-controller-manager", "Kubernetes " + v.Kubernetes},
 		{"registry.k8s.io/kube-scheduler:" + v.Kubernetes, "/usr/local/bin/kube-scheduler", "Kubernetes " + v.Kubernetes},
+		{"registry.k8s.io/kube-proxy:" + v.Kubernetes, "/usr/local/bin/kube-proxy", "Kubernetes " + v.Kubernetes},
+		{"cairn.local/flannel:" + v.Flannel, "/opt/bin/flanneld", v.Flannel},
 		{"cairn.local/kubelet:" + v.Kubernetes, "/usr/local/bin/kubelet", "Kubernetes " + v.Kubernetes},
 		{"registry.k8s.io/etcd:" + v.EtcdImageTag(), "/usr/local/bin/etcd", "etcd Version: " + strings.TrimPrefix(v.Etcd, "v")},
 	} {
 		id := "version-" + strings.NewReplacer("/", "-", ":", "-", ".", "-").Replace(img.name)
-		got, err := c.ctr("k8s.io", "run", "--rm", img.name, id, img.cmd, "--version")
-		if err != nil || !strings.Contains(got, img.want) {
+		// flanneld prints its version on stderr.
+		stdout, stderr, err := c.ctrFull("k8s.io", "run", "--rm", img.name, id, img.cmd, "--version")
+		if got := stdout + stderr; err != nil || !strings.Contains(got, img.want) {
 			t.Errorf("ctr run %s %s --version = %q, %v; want %q", img.name, img.cmd, got, err, img.want)
 		}
 	}
@@ -391,6 +397,10 @@ func TestContainerdImportsAndRunsBundle(t *testing.T) {
 		t.Errorf("umount /tmp in the kubelet image = %v (stderr %q); want a failure saying not mounted", err, stderr)
 	}
 
+	t.Run("netfilter tools run inside kube-proxy and flannel", func(t *testing.T) { runNetfilterTools(t, c, v) })
+	t.Run("coredns has the chosen plugins", func(t *testing.T) { coreDNSPlugins(t, c, v) })
+	t.Run("coredns serves DNS and health", func(t *testing.T) { runCoreDNS(t, c, v) })
+	t.Run("coredns binds port 53 as 65532", func(t *testing.T) { coreDNSPort53(t, c, v) })
 	t.Run("echo serves over HTTP", func(t *testing.T) { runEcho(t, c, v) })
 	t.Run("pause exits 0 on SIGTERM", func(t *testing.T) { runPause(t, c, v) })
 }

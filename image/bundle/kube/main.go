@@ -1,6 +1,6 @@
 // Command kube is one multi-call binary holding kubelet, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kubectl. Sharing one binary cuts
-// the bundle to about a third of five separate ones, and lets the four
+// kube-controller-manager, kube-scheduler, kube-proxy and kubectl. Sharing one
+// binary cuts the bundle to about a third of separate ones, and lets the
 // Kubernetes images share a single layer.
 //
 // It runs the component named by basename(argv[0]) or by its first argument.
@@ -23,6 +23,7 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
@@ -35,6 +36,7 @@ var components = map[string]func() int{
 		return cli.Run(controllermanager.NewControllerManagerCommand())
 	},
 	"kube-scheduler": func() int { return cli.Run(scheduler.NewSchedulerCommand()) },
+	"kube-proxy":     func() int { return cli.Run(proxy.NewProxyCommand()) },
 	"kubelet":        func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
 	"kubectl":        runKubectl,
 }

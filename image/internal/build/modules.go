@@ -16,14 +16,23 @@ var RootfsModules = []string{
 	// libcrc32c asks the crypto API for crc32c at run time; there is no modprobe to answer, so ship
 	// both implementations (crc32c_intel fails with ENODEV on CPUs without SSE4.2, e.g. TCG's qemu64).
 	"crc32c_generic", "crc32c_intel",
-	// Pod network: the CNI bridge with portmap and masquerade, and what kube-proxy's iptables/nft
-	// modes use.
+	// Pod network: the CNI bridge with portmap and masquerade, flannel's vxlan, and what kube-proxy's
+	// iptables/nft modes use.
 	"bridge", "br_netfilter", "veth", "vxlan", "tun",
 	"nf_conntrack", "nf_nat", "ip_tables", "ip6_tables", "iptable_nat", "iptable_filter", "iptable_mangle",
 	"ip6table_nat", "ip6table_filter", "ip6table_mangle", "ipt_REJECT", "ip6t_REJECT",
 	"xt_MASQUERADE", "xt_conntrack", "xt_comment", "xt_mark", "xt_addrtype", "xt_multiport", "xt_nat",
 	"xt_tcpudp", "xt_statistic", "xt_physdev",
+	// xt_recent: session affinity in kube-proxy's iptables mode.
+	"xt_recent",
 	"nf_tables", "nft_compat", "nft_chain_nat", "nft_ct", "nft_masq", "nft_nat", "nft_reject_inet", "nft_fib_inet",
+	// kube-proxy's nftables mode (pkg/proxy/nftables) uses "ip"/"ip6" family tables, whose expressions the
+	// kernel looks up per family: endpoint choice by "numgen random mod N", "fib saddr/daddr type local",
+	// "reject" of traffic to services without endpoints, and named counters ("counter name"), which are
+	// objref expressions. Dynamic sets and verdict maps are part of nf_tables itself. kube-proxy, flannel
+	// and portmap delete stale conntrack entries over ctnetlink.
+	"nft_numgen", "nft_fib_ipv4", "nft_fib_ipv6", "nft_reject_ipv4", "nft_reject_ipv6", "nft_objref",
+	"nf_conntrack_netlink",
 	// QEMU's fw_cfg in sysfs: how the iso and raw modes pass per-node kernel arguments (see
 	// cairnctl/internal/qemu.FwCfgCmdline).
 	"qemu_fw_cfg",

@@ -47,26 +47,6 @@ type Config struct {
 	HostFiles     map[string]string
 }
 
-// DefaultTools are the host programs the node runs: the filesystem tools machined uses to format, check
-// and grow its disks, and iptables (nft backend), which the CNI bridge and portmap plugins run for
-// masquerading and host ports.
-var DefaultTools = []string{
-	"/usr/sbin/mkfs.xfs", "/usr/sbin/xfs_repair", "/usr/sbin/xfs_growfs",
-	"/usr/sbin/mke2fs", "/usr/sbin/e2fsck", "/usr/sbin/resize2fs", "/usr/sbin/tune2fs",
-	"/usr/sbin/xtables-nft-multi",
-}
-
-// toolLinks are the usual alternative names, pointing at a shipped tool.
-var toolLinks = map[string]string{
-	"mkfs.ext4": "mke2fs", "fsck.ext4": "e2fsck",
-	"iptables": "xtables-nft-multi", "iptables-save": "xtables-nft-multi", "iptables-restore": "xtables-nft-multi",
-	"ip6tables": "xtables-nft-multi", "ip6tables-save": "xtables-nft-multi", "ip6tables-restore": "xtables-nft-multi",
-}
-
-// xtablesDir holds iptables' match and target extensions, which it loads with dlopen at run time, so
-// library resolution cannot find them: the whole directory is shipped with iptables.
-const xtablesDir = "/usr/lib/x86_64-linux-gnu/xtables"
-
 // hostBinaries are the bundle's programs that run on the node itself. The bundle's other programs
 // (kube, etcd, pause, ...) run inside its images, which carry them already.
 var hostBinaries = []string{"containerd", "containerd-shim-runc-v2", "runc"}
@@ -78,10 +58,8 @@ var DefaultHostFiles = map[string]string{"/etc/mke2fs.conf": "/etc/mke2fs.conf"}
 func Build(c Config) (*tree.Tree, []string, error) {
 	t := tree.New()
 	var notes []string
-	for _, l := range []struct{ name, target string }{{"/bin", "usr/bin"}, {"/sbin", "usr/sbin"}, {"/lib", "usr/lib"}, {"/lib64", "usr/lib64"}} {
-		if err := t.Link(l.name, l.target); err != nil {
-			return nil, nil, err
-		}
+	if err := addUsrMerge(t); err != nil {
+		return nil, nil, err
 	}
 	if err := t.Dirs(0o755, MountPoints...); err != nil {
 		return nil, nil, err
@@ -101,7 +79,7 @@ func Build(c Config) (*tree.Tree, []string, error) {
 	if err := addModules(t, c); err != nil {
 		return nil, nil, err
 	}
-	if err := addTools(t, c); err != nil {
+	if err := addTools(t, c.HostRoot, c.Tools); err != nil {
 		return nil, nil, err
 	}
 	guestFiles := make([]string, 0, len(c.HostFiles))
@@ -149,92 +127,6 @@ func addModules(t *tree.Tree, c Config) error {
 		return t.Copy(dir+"/modules.builtin", filepath.Join(c.ModulesDir, "modules.builtin"), 0o644)
 	}
 	return nil
-}
-
-// addTools ships each tool at /usr/sbin/NAME with its libraries under their sonames.
-func addTools(t *tree.Tree, c Config) error {
-	for _, tool := range c.Tools {
-		b, err := ResolveELF(c.HostRoot, tool)
-		if err != nil {
-			return fmt.Errorf("tool %s: %w (hack/deps.sh image installs the packages the image copies tools from)", tool, err)
-		}
-		if err := t.Copy("/usr/sbin/"+filepath.Base(tool), filepath.Join(c.HostRoot, tool), 0o755); err != nil {
-			return err
-		}
-		if err := addInterp(t, c.HostRoot, b.Interp); err != nil {
-			return err
-		}
-		for _, so := range b.Sonames() {
-			dst := libDirs[0] + "/" + so
-			if t.Has(dst) {
-				continue
-			}
-			if err := t.Copy(dst, filepath.Join(c.HostRoot, b.Libs[so]), 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	if t.Has("/usr/sbin/xtables-nft-multi") {
-		exts, err := os.ReadDir(filepath.Join(c.HostRoot, xtablesDir))
-		if err != nil {
-			return fmt.Errorf("iptables extensions: %w (install iptables)", err)
-		}
-		for _, e := range exts {
-			if !strings.HasSuffix(e.Name(), ".so") {
-				continue
-			}
-			switch {
-			case e.Type().IsRegular():
-				err = t.Copy(xtablesDir+"/"+e.Name(), filepath.Join(c.HostRoot, xtablesDir, e.Name()), 0o644)
-			case e.Type()&os.ModeSymlink != 0:
-				// Several targets share one file (MASQUERADE, SNAT, DNAT → libxt_NAT.so).
-				var target string
-				if target, err = os.Readlink(filepath.Join(c.HostRoot, xtablesDir, e.Name())); err == nil {
-					err = t.Link(xtablesDir+"/"+e.Name(), target)
-				}
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
-	names := make([]string, 0, len(toolLinks))
-	for n := range toolLinks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if t.Has("/usr/sbin/" + toolLinks[n]) {
-			if err := t.Link("/usr/sbin/"+n, toolLinks[n]); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// addInterp ships the dynamic loader once, in the library directory (libc also lists it as needed),
-// and links the path in PT_INTERP to it. /lib64 is a link to usr/lib64 in the image, so the kernel
-// finds /lib64/ld-linux-x86-64.so.2 at /usr/lib64/ld-linux-x86-64.so.2.
-func addInterp(t *tree.Tree, hostRoot, interp string) error {
-	if interp == "" {
-		return nil
-	}
-	lib := libDirs[0] + "/" + filepath.Base(interp)
-	if !t.Has(lib) {
-		if err := t.Copy(lib, filepath.Join(hostRoot, interp), 0o755); err != nil {
-			return err
-		}
-	}
-	link := "/usr" + strings.TrimPrefix(interp, "/usr")
-	if link == lib || t.Has(link) {
-		return nil
-	}
-	rel, err := filepath.Rel(filepath.Dir(link), lib)
-	if err != nil {
-		return err
-	}
-	return t.Link(link, rel)
 }
 
 // addBundle maps _out/bundle into the image: bin/* → /usr/bin, cni/* → /opt/cni/bin,

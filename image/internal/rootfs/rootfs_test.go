@@ -125,3 +125,46 @@ func TestToolsShipWithTheirLibraries(t *testing.T) {
 		}
 	}
 }
+
+// Tools is the same code the root image uses, so the bundle's netfilter layer and the node's
+// /usr/sbin hold the same files: every path of Tools (but "/") is in a root image built with the
+// same tools, with the same kind, mode and link target.
+func TestToolsIsTheRootImageLayout(t *testing.T) {
+	tools := []string{"/usr/sbin/xtables-nft-multi", "/usr/sbin/nft"}
+	for _, tool := range tools {
+		if _, err := os.Stat(tool); err != nil {
+			t.Skipf("%s not installed (hack/deps.sh bundle)", tool)
+		}
+	}
+	got, err := Tools("/", tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{
+		"/lib64", "/usr/lib64/ld-linux-x86-64.so.2", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+		"/usr/sbin/nft", "/usr/sbin/iptables", "/usr/sbin/ip6tables-restore",
+		"/usr/lib/x86_64-linux-gnu/libnftables.so.1", "/usr/lib/x86_64-linux-gnu/xtables/libxt_MASQUERADE.so",
+	} {
+		if !got.Has(p) {
+			t.Errorf("Tools() lacks %s", p)
+		}
+	}
+	m := filepath.Join(t.TempDir(), "machined")
+	if err := os.WriteFile(m, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/", Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]tree.Entry{}
+	for _, e := range root.Entries() {
+		in[e.Path] = e
+	}
+	for _, e := range got.Entries() {
+		r, ok := in[e.Path]
+		if !ok || r.Kind != e.Kind || r.Perm != e.Perm || r.Link != e.Link || r.Src != e.Src {
+			t.Errorf("Tools() entry %+v, root image has %+v", e, r)
+		}
+	}
+}

@@ -44,7 +44,16 @@ func build(ctx context.Context, c buildConfig) error {
 	if err != nil {
 		return fmt.Errorf("runc links libseccomp statically and %s is missing (apt-get install -y libseccomp-dev, or run hack/bundle/build.sh): %w", libseccomp, err)
 	}
-	inputs, err := stamp.Hash(c.src, strings.Join(strings.Fields(string(goVersion)), " "), "libseccomp "+seccomp)
+	// The netfilter tools layer is copied from this host's Debian: hash what
+	// would be staged (paths, modes, contents of the tools, their libraries
+	// and extensions), so that an upgrade of any of them rebuilds the bundle.
+	hostTools := steps.HostTools(steps.Paths{Src: c.src}, "-digest")
+	toolsDigest, err := outputEnv(ctx, hostTools.Dir, hostTools.Env, hostTools.Args...)
+	if err != nil {
+		return fmt.Errorf("hash the netfilter tools (hack/deps.sh bundle installs nftables and iptables): %w", err)
+	}
+	inputs, err := stamp.Hash(c.src, strings.Join(strings.Fields(string(goVersion)), " "), "libseccomp "+seccomp,
+		"netfilter tools "+strings.TrimSpace(string(toolsDigest)))
 	if err != nil {
 		return err
 	}
@@ -75,8 +84,14 @@ func build(ctx context.Context, c buildConfig) error {
 		return fmt.Errorf("create scratch dir: %w", err)
 	}
 	defer os.RemoveAll(neutral)
+	staging, err := os.MkdirTemp("", "cairn-hosttools-")
+	if err != nil {
+		return fmt.Errorf("create scratch dir: %w", err)
+	}
+	defer os.RemoveAll(staging)
+	netfilter := filepath.Join(staging, "root")
 
-	plan := steps.Plan(v, steps.Paths{Src: c.src, Out: c.out, Neutral: neutral}, steps.Inputs{KubeBuildDate: buildDate})
+	plan := steps.Plan(v, steps.Paths{Src: c.src, Out: c.out, Neutral: neutral, HostTools: netfilter}, steps.Inputs{KubeBuildDate: buildDate})
 	var outputs []string
 	for i, s := range plan {
 		progress("[%d/%d] %s: %s", i+1, len(plan)+1, s.Name, describe(s, v))
@@ -90,7 +105,7 @@ func build(ctx context.Context, c buildConfig) error {
 
 	progress("[%d/%d] images: writing images.tar", len(plan)+1, len(plan)+1)
 	t := time.Now()
-	written, err := writeImages(c.out, v)
+	written, err := writeImages(c.out, netfilter, v)
 	if err != nil {
 		return err
 	}
@@ -111,6 +126,12 @@ func describe(s steps.Step, v versions.Versions) string {
 		return "Kubernetes " + v.Kubernetes + " multi-call binary (a cold build takes minutes)"
 	case "etcd":
 		return "etcd " + v.Etcd
+	case "coredns":
+		return "CoreDNS " + v.CoreDNS + " (chosen plugins)"
+	case "flannel":
+		return "flanneld " + v.Flannel + " (static, cgo for its udp backend)"
+	case "hosttools":
+		return "stage nft and iptables with their libraries for the kube-proxy and flannel images"
 	case "containerd":
 		return "containerd " + v.Containerd
 	case "runc":
@@ -121,18 +142,22 @@ func describe(s steps.Step, v versions.Versions) string {
 	return strings.Join(s.Outputs, " ")
 }
 
-// writeImages builds every image from the fresh binaries and writes
-// images.tar (atomically) and images.txt.
-func writeImages(out string, v versions.Versions) ([]images.Written, error) {
+// writeImages builds every image from the fresh binaries and the staged
+// netfilter tools, and writes images.tar (atomically) and images.txt.
+func writeImages(out, netfilter string, v versions.Versions) ([]images.Written, error) {
 	bins := images.Binaries{}
-	for _, name := range []string{"kube", "etcd", "pause", "cairn-echo", "cairn-mount"} {
+	for _, name := range images.BinaryNames {
 		b, err := os.ReadFile(filepath.Join(out, "bin", name))
 		if err != nil {
 			return nil, fmt.Errorf("read binary for images: %w", err)
 		}
 		bins[name] = b
 	}
-	imgs, err := images.Bundle(v, bins)
+	nf, err := images.DirFiles(netfilter)
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := images.Bundle(v, bins, nf)
 	if err != nil {
 		return nil, err
 	}
@@ -178,19 +203,19 @@ func report(out string, outputs []string, written []images.Written) {
 	}
 }
 
-// checkPins refuses to build when kube/go.mod or etcd/go.mod drifted from
-// versions.env: the binaries would not be the versions the images claim.
+// checkPins refuses to build when a wrapper's go.mod (kube/, etcd/,
+// coredns/, flannel/) drifted from versions.env: the binaries would not be the
+// versions the images claim.
 func checkPins(src string, v versions.Versions) error {
-	kube, err := os.ReadFile(filepath.Join(src, "kube", "go.mod"))
-	if err != nil {
-		return fmt.Errorf("read kube wrapper module: %w", err)
-	}
-	etcd, err := os.ReadFile(filepath.Join(src, "etcd", "go.mod"))
-	if err != nil {
-		return fmt.Errorf("read etcd wrapper module: %w", err)
-	}
-	for _, err := range []error{pin.CheckKube(kube, v), pin.CheckEtcd(etcd, v)} {
+	for _, w := range []struct {
+		dir   string
+		check func([]byte, versions.Versions) error
+	}{{"kube", pin.CheckKube}, {"etcd", pin.CheckEtcd}, {"coredns", pin.CheckCoreDNS}, {"flannel", pin.CheckFlannel}} {
+		gomod, err := os.ReadFile(filepath.Join(src, w.dir, "go.mod"))
 		if err != nil {
+			return fmt.Errorf("read %s wrapper module: %w", w.dir, err)
+		}
+		if err := w.check(gomod, v); err != nil {
 			return fmt.Errorf("%w (run `go run ./cmd/bundle pin` in image/bundle)", err)
 		}
 	}

@@ -1,10 +1,11 @@
 // Command bundle builds Cairn's Kubernetes bundle from pinned Go modules:
 // the multi-call kube binary, etcd, pause, cairn-echo, cairn-mount,
-// containerd, runc and the CNI plugins, plus one OCI archive of every image
-// a node runs (images.tar) and its listing (images.txt).
+// containerd, runc, the CNI plugins, CoreDNS and flannel, plus one OCI
+// archive of every image a node runs (images.tar) and its listing
+// (images.txt).
 //
 //	go run ./cmd/bundle [--out DIR] [--force]   build (skipped when up to date)
-//	go run ./cmd/bundle pin                      rewrite kube/ and etcd/ go.mod from versions.env
+//	go run ./cmd/bundle pin                      rewrite the wrappers' go.mod (kube/ etcd/ coredns/ flannel/) from versions.env
 //
 // Run it from image/bundle.
 package main
@@ -24,7 +25,7 @@ func main() {
 	versionsFile := flag.String("versions", "versions.env", "pinned versions (its directory is the bundle source tree)")
 	force := flag.Bool("force", false, "rebuild even when the stamp says the bundle is up to date")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: bundle [flags]        build the bundle\n       bundle pin            rewrite kube/go.mod and etcd/go.mod from versions.env\n")
+		fmt.Fprintf(os.Stderr, "usage: bundle [flags]        build the bundle\n       bundle pin            rewrite the wrappers' go.mod (kube/ etcd/ coredns/ flannel/) from versions.env\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

@@ -39,6 +39,8 @@ func pinModules(ctx context.Context, src, versionsPath string) error {
 	}{
 		{"kube", kube, "k8s.io/kubernetes " + v.Kubernetes},
 		{"etcd", pin.RenderEtcd(v), "go.etcd.io/etcd/server/v3 " + v.Etcd},
+		{"coredns", pin.RenderCoreDNS(v), "github.com/coredns/coredns " + v.CoreDNS},
+		{"flannel", pin.RenderFlannel(v), pin.Flannel + " " + v.Flannel},
 	} {
 		dir := filepath.Join(src, m.dir)
 		if err := os.WriteFile(filepath.Join(dir, "go.mod"), m.gomod, 0o644); err != nil {

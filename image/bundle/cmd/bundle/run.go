@@ -58,9 +58,14 @@ func run(ctx context.Context, label, dir string, env []string, argv ...string) (
 
 // output runs a command and returns its stdout (for `go env`, `go list`).
 func output(ctx context.Context, dir string, argv ...string) ([]byte, error) {
+	return outputEnv(ctx, dir, nil, argv...)
+}
+
+// outputEnv is output with extra environment.
+func outputEnv(ctx context.Context, dir string, env []string, argv ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local"), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

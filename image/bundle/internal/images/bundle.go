@@ -7,13 +7,30 @@ import (
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
 )
 
-// Binaries are the programs the images carry, by name (kube, etcd, pause,
-// cairn-echo, cairn-mount).
+// Binaries are the programs the images carry, by name (kube, etcd, coredns,
+// flanneld, pause, cairn-echo, cairn-mount).
 type Binaries map[string][]byte
+
+// BinaryNames are the entries Binaries must hold: files of the bundle's bin/.
+var BinaryNames = []string{"kube", "etcd", "coredns", "flanneld", "pause", "cairn-echo", "cairn-mount"}
 
 // KubeComponents are the names the multi-call kube binary answers to; each
 // gets a symlink in the shared layer.
-var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl"}
+
+// netBindService is a security.capability value (VFS_CAP_REVISION_2, the
+// effective flag, permitted = CAP_NET_BIND_SERVICE): what upstream's CoreDNS
+// image gets from `setcap cap_net_bind_service=+ep /coredns`, so CoreDNS
+// binds port 53 as user 65532. The pod must keep NET_BIND_SERVICE in its
+// bounding set (kubeadm's Deployment adds it and drops the rest); without it
+// the kernel refuses to exec the binary.
+var netBindService = string([]byte{
+	0x01, 0x00, 0x00, 0x02, // magic_etc: revision 2 | effective
+	0x00, 0x04, 0x00, 0x00, // permitted[0]: 1 << CAP_NET_BIND_SERVICE (10)
+	0, 0, 0, 0, // inheritable[0]
+	0, 0, 0, 0, // permitted[1]
+	0, 0, 0, 0, // inheritable[1]
+})
 
 const binDir = "usr/local/bin"
 
@@ -37,14 +54,20 @@ func baseFiles() []File {
 }
 
 // Bundle returns every image of the bundle, named exactly as Kubernetes and
-// containerd ask for them so no configuration needs an override. The four
+// containerd ask for them so no configuration needs an override. The
 // Kubernetes images and the kubelet image share the base layer and the
 // layer holding the multi-call binary, so containerd stores it once.
-func Bundle(v versions.Versions, bins Binaries) ([]Named, error) {
-	for _, name := range []string{"kube", "etcd", "pause", "cairn-echo", "cairn-mount"} {
+// netfilter is the staged tree of nft and iptables with their libraries
+// (image/cmd/hosttools, read with DirFiles): one layer that the kube-proxy
+// and flannel images share.
+func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, error) {
+	for _, name := range BinaryNames {
 		if len(bins[name]) == 0 {
 			return nil, fmt.Errorf("binary %s missing or empty", name)
 		}
+	}
+	if len(netfilter) == 0 {
+		return nil, fmt.Errorf("netfilter tools missing")
 	}
 	base, err := Layer(baseFiles())
 	if err != nil {
@@ -80,13 +103,29 @@ func Bundle(v versions.Versions, bins Binaries) ([]Named, error) {
 	if err != nil {
 		return nil, fmt.Errorf("echo layer: %w", err)
 	}
+	// Like upstream's CoreDNS image: the binary alone, at /coredns.
+	coredns, err := Layer([]File{{Path: "coredns", Mode: 0o755, Data: bins["coredns"],
+		Xattrs: map[string]string{"security.capability": netBindService}}})
+	if err != nil {
+		return nil, fmt.Errorf("coredns layer: %w", err)
+	}
+	// Where upstream's flannel image has it (its DaemonSet runs /opt/bin/flanneld).
+	flannel, err := Layer([]File{{Path: "opt/bin/flanneld", Mode: 0o755, Data: bins["flanneld"]}})
+	if err != nil {
+		return nil, fmt.Errorf("flannel layer: %w", err)
+	}
+	nf, err := Layer(netfilter)
+	if err != nil {
+		return nil, fmt.Errorf("netfilter layer: %w", err)
+	}
 
 	baseL := LayerSpec{base, "base files"}
 	kubeL := LayerSpec{kube, "kube multi-call binary " + v.Kubernetes}
-	component := func(name string) Spec {
+	nfL := LayerSpec{nf, "nft and iptables (nf_tables) with their libraries, from the build host's Debian"}
+	component := func(name string, extra ...LayerSpec) Spec {
 		return Spec{
 			Name:       "registry.k8s.io/" + name + ":" + v.Kubernetes,
-			Layers:     []LayerSpec{baseL, kubeL},
+			Layers:     append([]LayerSpec{baseL, kubeL}, extra...),
 			Entrypoint: []string{"/" + binDir + "/" + name},
 			Env:        defaultEnv,
 		}
@@ -95,6 +134,8 @@ func Bundle(v versions.Versions, bins Binaries) ([]Named, error) {
 		component("kube-apiserver"),
 		component("kube-controller-manager"),
 		component("kube-scheduler"),
+		// kube-proxy runs nft and iptables, found through PATH (/usr/sbin).
+		component("kube-proxy", nfL),
 		{
 			Name:       "cairn.local/kubelet:" + v.Kubernetes,
 			Layers:     []LayerSpec{baseL, kubeL, {mountTools, "mount and umount for kubelet"}},
@@ -105,6 +146,23 @@ func Bundle(v versions.Versions, bins Binaries) ([]Named, error) {
 			Name:       "registry.k8s.io/etcd:" + v.EtcdImageTag(),
 			Layers:     []LayerSpec{baseL, {etcd, "etcd " + v.Etcd}},
 			Entrypoint: []string{"/" + binDir + "/etcd"},
+			Env:        defaultEnv,
+		},
+		{
+			// The name kubeadm gives CoreDNS; user and ports as upstream's image.
+			Name:         "registry.k8s.io/coredns/coredns:" + v.CoreDNS,
+			Layers:       []LayerSpec{baseL, {coredns, "coredns " + v.CoreDNS}},
+			Entrypoint:   []string{"/coredns"},
+			Env:          defaultEnv,
+			User:         "65532:65532",
+			ExposedPorts: []string{"53/tcp", "53/udp"},
+		},
+		{
+			// Not flannel's own image name: this image is built here and,
+			// unlike upstream's, carries no flannel CNI plugin.
+			Name:       "cairn.local/flannel:" + v.Flannel,
+			Layers:     []LayerSpec{baseL, nfL, {flannel, "flanneld " + v.Flannel}},
+			Entrypoint: []string{"/opt/bin/flanneld"},
 			Env:        defaultEnv,
 		},
 		{

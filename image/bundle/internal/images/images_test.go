@@ -27,15 +27,25 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 var v = versions.Versions{
 	Kubernetes: "v1.37.2", Etcd: "v3.6.16", Containerd: "v2.4.2", Runc: "v1.3.6",
-	CNIPlugins: "v1.9.1", PauseTag: "3.10.2", EchoTag: "v1",
+	CNIPlugins: "v1.9.1", CoreDNS: "v1.15.0", Flannel: "v0.28.10", PauseTag: "3.10.2", EchoTag: "v1",
 }
 
 func fakeBinaries() Binaries {
 	b := Binaries{}
-	for _, n := range []string{"kube", "etcd", "pause", "cairn-echo", "cairn-mount"} {
+	for _, n := range BinaryNames {
 		b[n] = []byte("#!fake " + n + "\n")
 	}
 	return b
+}
+
+// fakeNetfilter stands in for hosttools' staged tree.
+func fakeNetfilter() []File {
+	return []File{
+		{Path: "lib64", Mode: fs.ModeSymlink, Linkname: "usr/lib64"},
+		{Path: "usr/sbin/nft", Mode: 0o755, Data: []byte("#!fake nft\n")},
+		{Path: "usr/sbin/xtables-nft-multi", Mode: 0o755, Data: []byte("#!fake xtables\n")},
+		{Path: "usr/sbin/iptables", Mode: fs.ModeSymlink, Linkname: "xtables-nft-multi"},
+	}
 }
 
 func TestLayerTar(t *testing.T) {
@@ -89,7 +99,7 @@ func TestLayerTarRejects(t *testing.T) {
 
 func buildArchive(t *testing.T) ([]byte, []Written, []Named) {
 	t.Helper()
-	imgs, err := Bundle(v, fakeBinaries())
+	imgs, err := Bundle(v, fakeBinaries(), fakeNetfilter())
 	if err != nil {
 		t.Fatalf("Bundle() error = %v", err)
 	}
@@ -152,8 +162,8 @@ func TestKubeImagesShareTheBinaryLayer(t *testing.T) {
 			kubeLayer[n.Name] = d
 		}
 	}
-	if len(kubeLayer) != 4 {
-		t.Fatalf("found %d Kubernetes images, want 4: %v", len(kubeLayer), kubeLayer)
+	if len(kubeLayer) != 5 {
+		t.Fatalf("found %d Kubernetes images, want 5: %v", len(kubeLayer), kubeLayer)
 	}
 	first := kubeLayer["registry.k8s.io/kube-apiserver:v1.37.2"]
 	for name, d := range kubeLayer {
@@ -185,6 +195,9 @@ func TestImageConfigs(t *testing.T) {
 		"registry.k8s.io/kube-apiserver:v1.37.2":          {[]string{"/usr/local/bin/kube-apiserver"}, "", 2},
 		"registry.k8s.io/kube-controller-manager:v1.37.2": {[]string{"/usr/local/bin/kube-controller-manager"}, "", 2},
 		"registry.k8s.io/kube-scheduler:v1.37.2":          {[]string{"/usr/local/bin/kube-scheduler"}, "", 2},
+		"registry.k8s.io/kube-proxy:v1.37.2":              {[]string{"/usr/local/bin/kube-proxy"}, "", 3},
+		"registry.k8s.io/coredns/coredns:v1.15.0":         {[]string{"/coredns"}, "65532:65532", 2},
+		"cairn.local/flannel:v0.28.10":                    {[]string{"/opt/bin/flanneld"}, "", 3},
 		"cairn.local/kubelet:v1.37.2":                     {[]string{"/usr/local/bin/kubelet"}, "", 3},
 		"registry.k8s.io/etcd:3.6.16-0":                   {[]string{"/usr/local/bin/etcd"}, "", 2},
 		"registry.k8s.io/pause:3.10.2":                    {[]string{"/pause"}, "65535:65535", 1},
@@ -279,5 +292,188 @@ func untar(t *testing.T, archive []byte, dir string) map[string]int {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestBundleRejectsMissingInputs(t *testing.T) {
+	bins := fakeBinaries()
+	delete(bins, "flanneld")
+	if _, err := Bundle(v, bins, fakeNetfilter()); err == nil || !strings.Contains(err.Error(), "flannel") {
+		t.Errorf("Bundle() without flanneld error = %v, want it named", err)
+	}
+	if _, err := Bundle(v, fakeBinaries(), nil); err == nil || !strings.Contains(err.Error(), "netfilter") {
+		t.Errorf("Bundle() without netfilter tools error = %v, want it named", err)
+	}
+}
+
+// layerEntries returns the tar headers of an image's layers by path, upper
+// layers over lower ones, as a container sees them.
+func layerEntries(t *testing.T, n Named) map[string]*tar.Header {
+	t.Helper()
+	layers, err := n.Image.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*tar.Header{}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[strings.TrimSuffix(h.Name, "/")] = h
+		}
+		rc.Close()
+	}
+	return out
+}
+
+func byName(t *testing.T, imgs []Named, name string) Named {
+	t.Helper()
+	for _, n := range imgs {
+		if n.Name == name {
+			return n
+		}
+	}
+	t.Fatalf("no image %s", name)
+	return Named{}
+}
+
+// kube-proxy and flannel run nft and iptables: both carry the same netfilter
+// layer (stored once), and find the tools through PATH.
+func TestNetfilterImages(t *testing.T) {
+	_, _, imgs := buildArchive(t)
+	var digests []v1.Hash
+	for _, name := range []string{"registry.k8s.io/kube-proxy:v1.37.2", "cairn.local/flannel:v0.28.10"} {
+		n := byName(t, imgs, name)
+		files := layerEntries(t, n)
+		for _, p := range []string{"usr/sbin/nft", "usr/sbin/iptables", "lib64"} {
+			if files[p] == nil {
+				t.Errorf("%s lacks /%s", name, p)
+			}
+		}
+		cfg, err := n.Image.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Config.Env) != 1 || !strings.Contains(cfg.Config.Env[0], ":/usr/sbin:") {
+			t.Errorf("%s env = %v, want a PATH with /usr/sbin", name, cfg.Config.Env)
+		}
+		layers, err := n.Image.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range layers {
+			rc, err := l.Uncompressed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := tar.NewReader(rc).Next()
+			rc.Close()
+			if err == nil && h.Name == "lib64" {
+				d, err := l.Digest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				digests = append(digests, d)
+			}
+		}
+	}
+	if len(digests) != 2 || digests[0] != digests[1] {
+		t.Errorf("netfilter layers = %v, want one shared by kube-proxy and flannel", digests)
+	}
+	files := layerEntries(t, byName(t, imgs, "cairn.local/flannel:v0.28.10"))
+	if h := files["opt/bin/flanneld"]; h == nil || h.Mode != 0o755 {
+		t.Errorf("flannel image /opt/bin/flanneld = %+v, want an executable", h)
+	}
+	if h := files["usr/local/bin/kube-proxy"]; h != nil {
+		t.Errorf("flannel image carries kube-proxy")
+	}
+	proxy := layerEntries(t, byName(t, imgs, "registry.k8s.io/kube-proxy:v1.37.2"))
+	if h := proxy["usr/local/bin/kube-proxy"]; h == nil || h.Linkname != "kube" {
+		t.Errorf("kube-proxy image /usr/local/bin/kube-proxy = %+v, want a link to kube", h)
+	}
+}
+
+// CoreDNS runs as 65532 and binds port 53 through a file capability, as in
+// upstream's image.
+func TestCoreDNSImage(t *testing.T) {
+	_, _, imgs := buildArchive(t)
+	files := layerEntries(t, byName(t, imgs, "registry.k8s.io/coredns/coredns:v1.15.0"))
+	h := files["coredns"]
+	if h == nil || h.Mode != 0o755 {
+		t.Fatalf("/coredns = %+v, want an executable", h)
+	}
+	// What `getfattr -e hex -n security.capability` shows after
+	// `setcap cap_net_bind_service=+ep`.
+	want := "0100000200040000000000000000000000000000"
+	if got := hex.EncodeToString([]byte(h.PAXRecords["SCHILY.xattr.security.capability"])); got != want {
+		t.Errorf("/coredns security.capability = %s, want %s", got, want)
+	}
+	if files["etc/passwd"] == nil {
+		t.Errorf("coredns image lacks the base files")
+	}
+}
+
+func TestDirFiles(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "usr/sbin"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "usr/sbin/nft"), []byte("nft"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "usr/sbin/lib.so"), []byte("lib"), 0o644))
+	must(os.Symlink("xtables-nft-multi", filepath.Join(dir, "usr/sbin/iptables")))
+	must(os.Symlink("usr/lib64", filepath.Join(dir, "lib64")))
+	files, err := DirFiles(dir)
+	if err != nil {
+		t.Fatalf("DirFiles() error = %v", err)
+	}
+	got := map[string]string{}
+	for _, f := range files {
+		got[f.Path] = fmt.Sprintf("%v %q %q", f.Mode, f.Data, f.Linkname)
+	}
+	want := map[string]string{
+		"lib64":             `L--------- "" "usr/lib64"`,
+		"usr":               `drwxr-xr-x "" ""`,
+		"usr/sbin":          `drwxr-xr-x "" ""`,
+		"usr/sbin/nft":      `-rwxr-xr-x "nft" ""`,
+		"usr/sbin/lib.so":   `-rw-r--r-- "lib" ""`,
+		"usr/sbin/iptables": `L--------- "" "xtables-nft-multi"`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DirFiles() mismatch (-want +got):\n%s", diff)
+	}
+	// The layer does not depend on when the tree was staged.
+	a, err := LayerTar(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(os.Chtimes(filepath.Join(dir, "usr/sbin/nft"), Epoch.AddDate(30, 0, 0), Epoch.AddDate(30, 0, 0)))
+	again, err := DirFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LayerTar(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("layer of the staged tree changed with a file's mtime")
+	}
+
+	if _, err := DirFiles(t.TempDir()); err == nil {
+		t.Errorf("DirFiles(empty dir) error = nil, want an error")
 	}
 }

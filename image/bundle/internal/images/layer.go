@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +31,9 @@ type File struct {
 	Mode     fs.FileMode // permission bits, plus fs.ModeSymlink for links
 	Data     []byte      // content of a regular file
 	Linkname string      // target of a symlink
+	// Xattrs are extended attributes (name → raw value), e.g.
+	// security.capability; containerd sets them when it unpacks the layer.
+	Xattrs map[string]string
 }
 
 // Dir marks a File as a directory when used as its Mode type bit.
@@ -71,6 +76,13 @@ func LayerTar(files []File) ([]byte, error) {
 			ModTime: Epoch,
 			Format:  tar.FormatPAX,
 		}
+		// PAX records are written sorted by key, so these stay reproducible.
+		for k, v := range f.Xattrs {
+			if hdr.PAXRecords == nil {
+				hdr.PAXRecords = map[string]string{}
+			}
+			hdr.PAXRecords["SCHILY.xattr."+k] = v
+		}
 		switch {
 		case f.Mode&fs.ModeDir != 0:
 			hdr.Typeflag, hdr.Name = tar.TypeDir, p+"/"
@@ -108,4 +120,54 @@ func Layer(files []File) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(raw)), nil
 	}, tarball.WithCompressedCaching, tarball.WithMediaType(types.OCILayer))
+}
+
+// DirFiles reads a staged directory tree (image/cmd/hosttools' output) as
+// layer entries: directories, regular files with their permission bits, and
+// symlinks. Owners and times on disk are ignored (LayerTar sets root and
+// Epoch), so the layer depends only on paths, modes and contents. Any other
+// kind of file is an error.
+func DirFiles(dir string) ([]File, error) {
+	var files []File
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f := File{Path: filepath.ToSlash(rel), Mode: info.Mode().Perm()}
+		switch {
+		case d.IsDir():
+			f.Mode |= Dir | info.Mode()&fs.ModeSticky
+		case d.Type()&fs.ModeSymlink != 0:
+			f.Mode = fs.ModeSymlink
+			if f.Linkname, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			if f.Data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: %s is neither a file, a directory nor a symlink", dir, rel)
+		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read staged tree: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("read staged tree: %s is empty", dir)
+	}
+	return files, nil
 }

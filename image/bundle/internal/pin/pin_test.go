@@ -14,7 +14,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-var v = versions.Versions{Kubernetes: "v1.37.2", Etcd: "v3.6.16"}
+var v = versions.Versions{Kubernetes: "v1.37.2", Etcd: "v3.6.16", CoreDNS: "v1.15.0", Flannel: "v0.28.10"}
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -53,6 +53,14 @@ func TestRenderEtcd(t *testing.T) {
 	golden(t, "etcd.go.mod.golden", RenderEtcd(v))
 }
 
+func TestRenderCoreDNS(t *testing.T) {
+	golden(t, "coredns.go.mod.golden", RenderCoreDNS(v))
+}
+
+func TestRenderFlannel(t *testing.T) {
+	golden(t, "flannel.go.mod.golden", RenderFlannel(v))
+}
+
 func TestStagingModulesNone(t *testing.T) {
 	_, err := StagingModules([]byte("module k8s.io/kubernetes\n"))
 	if err == nil || !strings.Contains(err.Error(), "no replace") {
@@ -67,7 +75,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	newer := v
-	newer.Kubernetes, newer.Etcd = "v1.37.3", "v3.6.17"
+	newer.Kubernetes, newer.Etcd, newer.CoreDNS, newer.Flannel = "v1.37.3", "v3.6.17", "v1.15.1", "v0.28.11"
 	tests := []struct {
 		name    string
 		err     error
@@ -80,6 +88,12 @@ func TestCheck(t *testing.T) {
 		{"etcd matches", CheckEtcd(RenderEtcd(v), v), ""},
 		{"etcd behind versions.env", CheckEtcd(RenderEtcd(v), newer), "requires go.etcd.io/etcd/server/v3 v3.6.16 but versions.env says v3.6.17"},
 		{"etcd require missing", CheckEtcd([]byte("module x\n"), v), "does not require go.etcd.io/etcd/server/v3"},
+		{"coredns matches", CheckCoreDNS(RenderCoreDNS(v), v), ""},
+		{"coredns behind versions.env", CheckCoreDNS(RenderCoreDNS(v), newer), "requires github.com/coredns/coredns v1.15.0 but versions.env says v1.15.1"},
+		{"coredns require missing", CheckCoreDNS([]byte("module x\n"), v), "does not require github.com/coredns/coredns"},
+		{"flannel matches", CheckFlannel(RenderFlannel(v), v), ""},
+		{"flannel behind versions.env", CheckFlannel(RenderFlannel(v), newer), "requires github.com/flannel-io/flannel v0.28.10 but versions.env says v0.28.11"},
+		{"flannel stand-in missing", CheckFlannel([]byte("module x\nrequire github.com/flannel-io/flannel v0.28.10\n"), v), "does not replace github.com/tencentcloud"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +130,20 @@ func TestCommittedModulesMatchVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := CheckEtcd(etcd, v); err != nil {
+		t.Error(err)
+	}
+	coredns, err := os.ReadFile(filepath.Join(root, "coredns", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckCoreDNS(coredns, v); err != nil {
+		t.Error(err)
+	}
+	flannel, err := os.ReadFile(filepath.Join(root, "flannel", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFlannel(flannel, v); err != nil {
 		t.Error(err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
 )
 
-// Step is one `go build` or `go install` run.
+// Step is one `go build`, `go install` or `go run` run.
 type Step struct {
 	Name string
 	// Dir is where the command runs. `go install pkg@version` must run
@@ -26,7 +26,23 @@ type Paths struct {
 	Src     string // image/bundle
 	Out     string // _out/bundle
 	Neutral string // an empty directory outside every module
+	// HostTools is where the netfilter tools are staged (empty or absent):
+	// the tree the kube-proxy and flannel images get as one layer.
+	HostTools string
 }
+
+// Root is the repository's root, where the root module (and so
+// image/cmd/hosttools) lives.
+func (p Paths) Root() string {
+	return filepath.Join(p.Src, "..", "..")
+}
+
+// NetfilterTools are the host programs kube-proxy (nftables and iptables
+// modes) and flannel (EnableNFTables or not) run, as in upstream's images:
+// Debian's nft and iptables with the nf_tables backend. Their libraries, the
+// loader, iptables' extensions and the iptables/ip6tables names come along
+// (image/internal/rootfs.Tools).
+var NetfilterTools = []string{"/usr/sbin/nft", "/usr/sbin/xtables-nft-multi"}
 
 // Inputs that are not in versions.env.
 type Inputs struct {
@@ -49,30 +65,41 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 
 	containerdPkg := "github.com/containerd/containerd/v2"
 	cniPkg := "github.com/containernetworking/plugins"
+	flannelPkg := "github.com/flannel-io/flannel"
 	return []Step{
 		{
 			Name: "kube", Dir: filepath.Join(p.Src, "kube"), Env: pureGo,
-			Args:    goBuild(strip+" "+kubeVersionFlags(v, in), filepath.Join(bin, "kube"), "."),
+			Args:    goBuild(strip+" "+kubeVersionFlags(v, in), nil, filepath.Join(bin, "kube"), "."),
 			Outputs: []string{"bin/kube"},
 		},
 		{
 			Name: "etcd", Dir: filepath.Join(p.Src, "etcd"), Env: pureGo,
-			Args:    goBuild(strip, filepath.Join(bin, "etcd"), "."),
+			Args:    goBuild(strip, nil, filepath.Join(bin, "etcd"), "."),
 			Outputs: []string{"bin/etcd"},
 		},
 		{
+			// grpcnotrace is upstream's default build tag (its Makefile's
+			// GOTAGS): it leaves golang.org/x/net/trace out of gRPC. The
+			// Makefile's only version flag is coremain.GitCommit, from git;
+			// a module has no commit to give, so it stays unset rather than
+			// made up (`coredns -version` still says CoreDNS-1.15.0).
+			Name: "coredns", Dir: filepath.Join(p.Src, "coredns"), Env: pureGo,
+			Args:    goBuild(strip, []string{"-tags", "grpcnotrace"}, filepath.Join(bin, "coredns"), "."),
+			Outputs: []string{"bin/coredns"},
+		},
+		{
 			Name: "pause", Dir: p.Src, Env: pureGo,
-			Args:    goBuild(strip, filepath.Join(bin, "pause"), "./pause"),
+			Args:    goBuild(strip, nil, filepath.Join(bin, "pause"), "./pause"),
 			Outputs: []string{"bin/pause"},
 		},
 		{
 			Name: "cairn-echo", Dir: p.Src, Env: pureGo,
-			Args:    goBuild(strip, filepath.Join(bin, "cairn-echo"), "./echo"),
+			Args:    goBuild(strip, nil, filepath.Join(bin, "cairn-echo"), "./echo"),
 			Outputs: []string{"bin/cairn-echo"},
 		},
 		{
 			Name: "cairn-mount", Dir: p.Src, Env: pureGo,
-			Args:    goBuild(strip, filepath.Join(bin, "cairn-mount"), "./mount"),
+			Args:    goBuild(strip, nil, filepath.Join(bin, "cairn-mount"), "./mount"),
 			Outputs: []string{"bin/cairn-mount"},
 		},
 		{
@@ -105,11 +132,38 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 				cniPkg+"/plugins/meta/portmap@"+v.CNIPlugins),
 			Outputs: []string{"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"},
 		},
+		{
+			// flanneld is the flannel module's root package. The flannel/
+			// wrapper exists because the module proxy lacks one of its
+			// dependencies (see flannel/go.mod); it lists flanneld as a tool,
+			// so `go build` takes it by import path. On amd64 its udp backend
+			// is C (upstream builds it with cgo and -static too), and no build
+			// tag leaves it or any other backend out; netgo and osusergo keep
+			// glibc's resolver and user lookup, which cannot work statically
+			// linked, out of the binary.
+			Name: "flannel", Dir: filepath.Join(p.Src, "flannel"), Env: []string{"CGO_ENABLED=1"},
+			Args: goBuild(strip+" -X "+flannelPkg+"/pkg/version.Version="+v.Flannel+" -linkmode external -extldflags -static",
+				[]string{"-tags", "netgo osusergo"}, filepath.Join(bin, "flanneld"), flannelPkg),
+			Outputs: []string{"bin/flanneld"},
+		},
+		HostTools(p, "-out", p.HostTools),
 	}
 }
 
-func goBuild(ldflags, out, pkg string) []string {
+// HostTools runs image/cmd/hosttools on NetfilterTools in the root module,
+// which resolves their libraries with the code that builds the root image.
+// With "-out DIR" it stages the tree for the images; with "-digest" it prints
+// a hash of the tree, which the stamp holds so that a Debian upgrade of nft,
+// iptables or any of their libraries rebuilds the bundle.
+func HostTools(p Paths, mode ...string) Step {
+	args := append([]string{"go", "run", "./image/cmd/hosttools"}, mode...)
+	args = append(append(args, "-host-root", "/"), NetfilterTools...)
+	return Step{Name: "hosttools", Dir: p.Root(), Env: []string{"CGO_ENABLED=0"}, Args: args}
+}
+
+func goBuild(ldflags string, extra []string, out, pkg string) []string {
 	args := append([]string{"go", "build"}, common...)
+	args = append(args, extra...)
 	return append(args, "-ldflags", ldflags, "-o", out, pkg)
 }
 

@@ -19,6 +19,8 @@ type Versions struct {
 	Containerd string // v2.4.2
 	Runc       string // v1.3.6
 	CNIPlugins string // v1.9.1
+	CoreDNS    string // v1.15.0
+	Flannel    string // v0.28.10
 	PauseTag   string // 3.10.2
 	EchoTag    string // v1
 }
@@ -40,6 +42,8 @@ func (v *Versions) fields() map[string]struct {
 		"CONTAINERD_VERSION":  {&v.Containerd, true},
 		"RUNC_VERSION":        {&v.Runc, true},
 		"CNI_PLUGINS_VERSION": {&v.CNIPlugins, true},
+		"COREDNS_VERSION":     {&v.CoreDNS, true},
+		"FLANNEL_VERSION":     {&v.Flannel, true},
 		"PAUSE_TAG":           {&v.PauseTag, false},
 		"ECHO_TAG":            {&v.EchoTag, false},
 	}

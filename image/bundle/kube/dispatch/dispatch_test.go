@@ -23,7 +23,7 @@ func TestResolve(t *testing.T) {
 		// A symlink wins over the first argument: `kubectl kubelet` is kubectl
 		// looking for a plugin named kubelet, not the kubelet.
 		{"symlink beats argument", []string{"kubectl", "kubelet"}, "kubectl", []string{"kubectl", "kubelet"}, ""},
-		{"unknown component", []string{"kube", "kube-proxy"}, "", nil, `unknown component "kube-proxy"`},
+		{"unknown component", []string{"kube", "kube-dns"}, "", nil, `unknown component "kube-dns"`},
 		{"no component", []string{"kube"}, "", nil, "no component given"},
 		{"flag instead of component", []string{"kube", "--version"}, "", nil, `unknown component "--version"`},
 		{"empty argv", nil, "", nil, "empty argv"},
