@@ -157,7 +157,9 @@ type Proxy struct {
 	// Disabled leaves kube-proxy out, for users who bring their own Service implementation.
 	Disabled bool `yaml:"disabled,omitempty" json:"disabled,omitempty"`
 	// Mode is nftables (default) or iptables.
-	Mode      string            `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	// ExtraArgs are kube-proxy flags. kube-proxy reads its settings from its config file and takes only
+	// the logging flags (v, vmodule) and hostname-override from the command line.
 	ExtraArgs map[string]string `yaml:"extraArgs,omitempty" json:"extraArgs,omitempty"`
 }
 

@@ -49,10 +49,14 @@ func newHealth(g *globals) *cobra.Command {
 	var wait time.Duration
 	c := &cobra.Command{
 		Use:   "health",
-		Short: "Wait until etcd is healthy, the API server ready, the control-plane pods running and the node Ready",
-		Long: `health checks the node's Kubernetes and prints each check: etcd healthy, kube-apiserver ready, the
-control-plane pods running and ready, the node Ready. It retries until every check passes or --wait runs out
-(0: check once), and exits non-zero if any check fails.`,
+		Short: "Wait until the node's Kubernetes and the cluster's add-ons are healthy",
+		Long: `health checks the node's Kubernetes and prints each check. On a control plane: etcd healthy,
+kube-apiserver ready, the control-plane pods running and ready, the node Ready, kube-proxy and flannel ready
+on every node, CoreDNS's replicas ready. On a worker: the node Ready, its kube-proxy and flannel pods ready.
+On both: kubernetes.default looked up through the kube-dns Service from the node, which proves the node's
+Service rules, CoreDNS, and a pod's way to the API server through the kubernetes Service. Add-ons switched
+off in the config are not checked. It retries until every check passes or --wait runs out (0: check once),
+and exits non-zero if any check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.eachNode(func(nc nodeClient, prefix string) error {

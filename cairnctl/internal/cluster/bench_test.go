@@ -204,8 +204,44 @@ func initToRunning(t *testing.T, n NodeState, fp string) {
 		fmt.Printf("init to Running: %v\n", err)
 		return
 	}
-	fmt.Printf("init to Running (QEMU, 2 vCPU, 2 GiB): %.1fs\n  tasks: %s\n", time.Since(start).Seconds(), strings.Join(tasks, ", "))
-	printMemory(ctx, client.Options{Endpoint: n.APIEndpoint(), Context: cctx}, "in Running")
+	fmt.Printf("init to Running, node Ready (QEMU, 2 vCPU, 2 GiB): %.1fs\n  tasks: %s\n", time.Since(start).Seconds(), strings.Join(tasks, ", "))
+	o := client.Options{Endpoint: n.APIEndpoint(), Context: cctx}
+	if err := waitCheck(ctx, o, "coredns"); err != nil {
+		fmt.Printf("init to CoreDNS ready: %v\n", err)
+	} else {
+		fmt.Printf("init to CoreDNS ready: %.1fs\n", time.Since(start).Seconds())
+	}
+	printMemory(ctx, o, "in Running")
+}
+
+// waitCheck polls the node's Health until the named check passes, and returns its last message if
+// ctx ends first.
+func waitCheck(ctx context.Context, o client.Options, name string) error {
+	mc, conn, err := client.Connect(o)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	last := "no answer"
+	for {
+		if r, err := mc.Health(ctx, &machine.HealthRequest{}); err != nil {
+			last = err.Error()
+		} else {
+			for _, c := range r.Checks {
+				if c.Name == name {
+					if c.Ok {
+						return nil
+					}
+					last = c.Message
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("check %s did not pass: %s", name, last)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // buildFakeImage builds the image with image/internal/fakemachined, a trivial init that brings up the

@@ -15,6 +15,10 @@ type CNIOptions struct {
 	// portmap plugin. Both program netfilter through an iptables or nft binary on the host; a host that
 	// has neither must turn them off or every pod sandbox fails.
 	NoMasquerade bool
+	// ClusterMasquerade leaves out only ipMasq: the network add-on (flannel's --ip-masq) masquerades
+	// traffic that leaves the cluster's pod CIDR. The bridge plugin only knows this node's slice, so it
+	// would also hide the source of pod traffic to other nodes' pods. Host ports (portmap) stay.
+	ClusterMasquerade bool
 	// MTU of the bridge and the pods' interfaces; 0 keeps the plugin's default.
 	MTU int
 }
@@ -81,7 +85,7 @@ func (r *Renderer) CNIConfig(podCIDR string, o CNIOptions) (File, error) {
 		Type:        "bridge",
 		Bridge:      CNIBridge,
 		IsGateway:   true,
-		IPMasq:      !o.NoMasquerade,
+		IPMasq:      !o.NoMasquerade && !o.ClusterMasquerade,
 		HairpinMode: true, // a pod can reach itself through its own Service
 		MTU:         o.MTU,
 		IPAM: hostLocal{

@@ -13,6 +13,8 @@ func TestCNIConfigGolden(t *testing.T) {
 	}{
 		{"node", "/", "cni/10-cairn.conflist", CNIOptions{}},
 		{"no masquerade in sandbox", "/tmp/sbx", "cni/10-cairn-nomasq.conflist", CNIOptions{NoMasquerade: true, MTU: 1450}},
+		// With flannel: its vxlan MTU, no per-node masquerade, host ports kept.
+		{"flannel", "/", "cni/10-cairn-flannel.conflist", CNIOptions{ClusterMasquerade: true, MTU: 1450}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := newRendererAt(t, tt.root).CNIConfig("10.244.3.0/24", tt.opts)

@@ -46,6 +46,10 @@ type Images struct {
 	Etcd              string
 	Pause             string
 	Kubelet           string
+	// The core add-ons' images (DESIGN.md §12).
+	KubeProxy string
+	CoreDNS   string
+	Flannel   string
 }
 
 // DefaultImages are the images image/bundle/versions.env pins (see _out/bundle/images.txt).
@@ -58,6 +62,9 @@ func DefaultImages() Images {
 		Etcd:              "registry.k8s.io/etcd:" + strings.TrimPrefix(config.EtcdVersion, "v") + "-0",
 		Pause:             "registry.k8s.io/pause:" + config.PauseTag,
 		Kubelet:           "cairn.local/kubelet:" + v,
+		KubeProxy:         "registry.k8s.io/kube-proxy:" + v,
+		CoreDNS:           "registry.k8s.io/coredns/coredns:" + config.CoreDNSVersion,
+		Flannel:           "cairn.local/flannel:" + config.FlannelVersion,
 	}
 }
 
@@ -128,6 +135,17 @@ func New(cfg *config.MachineConfig, node Node, p paths.Paths, images Images) (*R
 
 // Layout returns where the rendered files live on this node.
 func (r *Renderer) Layout() Layout { return r.layout }
+
+// Endpoint is the cluster's API endpoint, https://HOST:PORT.
+func (r *Renderer) Endpoint() string { return r.endpoint }
+
+// PodCIDR and ServiceCIDR are the cluster's address ranges; DNSDomain its DNS domain.
+func (r *Renderer) PodCIDR() netip.Prefix     { return r.podCIDR }
+func (r *Renderer) ServiceCIDR() netip.Prefix { return r.serviceCIDR }
+func (r *Renderer) DNSDomain() string         { return r.dnsDomain }
+
+// Images are the images the node runs.
+func (r *Renderer) Images() Images { return r.images }
 
 // PrimaryIP is the node address the control plane advertises and the kubelet reports.
 func (r *Renderer) PrimaryIP() netip.Addr { return r.primary }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -86,6 +87,13 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &se) && se.Code == http.StatusNotFound
 }
 
+// IsInvalid reports a request the API server refused for what it says (400, 422): sending it again
+// cannot succeed.
+func IsInvalid(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && (se.Code == http.StatusBadRequest || se.Code == http.StatusUnprocessableEntity)
+}
+
 // Get reads path into v (JSON).
 func (c *Client) Get(ctx context.Context, path string, v any) error {
 	body, err := c.do(ctx, http.MethodGet, path, nil)
@@ -111,6 +119,15 @@ func (c *Client) Create(ctx context.Context, path string, obj []byte) error {
 // Patch applies a JSON merge patch.
 func (c *Client) Patch(ctx context.Context, path string, patch []byte) error {
 	_, err := c.doType(ctx, http.MethodPatch, path, patch, "application/merge-patch+json")
+	return err
+}
+
+// Apply is a server-side apply of obj (a complete object, JSON) to its item path, owned by
+// fieldManager. Force takes over fields another manager set: what Cairn applies is Cairn's to keep as
+// rendered, while fields Cairn does not set stay as others left them.
+func (c *Client) Apply(ctx context.Context, path string, obj []byte, fieldManager string) error {
+	q := url.Values{"fieldManager": {fieldManager}, "force": {"true"}}
+	_, err := c.doType(ctx, http.MethodPatch, path+"?"+q.Encode(), obj, "application/apply-patch+yaml")
 	return err
 }
 

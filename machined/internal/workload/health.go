@@ -24,14 +24,14 @@ func (notRunning) Precondition() {}
 // controlPlanePods are the static pods every control-plane node runs.
 var controlPlanePods = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
-// Health checks etcd, the API server, the control-plane pods and the node's readiness.
+// Health checks etcd, the API server, the control-plane pods, the node's readiness and the add-ons.
 func (w *Workload) Health(ctx context.Context) []server.Check {
 	if w.Renderer() == nil {
 		return []server.Check{{Name: "kubernetes", Err: ErrNotRunning}}
 	}
 	name, _ := w.Identity()
 	if !w.controlPlane() {
-		return []server.Check{{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"}}
+		return append([]server.Check{{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"}}, w.addonChecks(ctx)...)
 	}
 	checks := []server.Check{
 		{Name: "etcd", Err: w.EtcdHealthy(ctx), Message: "healthy"},
@@ -40,7 +40,7 @@ func (w *Workload) Health(ctx context.Context) []server.Check {
 	msg, err := w.controlPlanePodsRunning(ctx)
 	checks = append(checks, server.Check{Name: "control-plane-pods", Err: err, Message: msg})
 	checks = append(checks, server.Check{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"})
-	return checks
+	return append(checks, w.addonChecks(ctx)...)
 }
 
 func (w *Workload) controlPlanePodsRunning(ctx context.Context) (string, error) {

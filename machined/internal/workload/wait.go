@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/kube"
 	"github.com/cairn-os/cairn/machined/internal/kubeapi"
 )
@@ -97,7 +98,10 @@ func (w *Workload) Node(ctx context.Context) (*corev1.Node, error) {
 }
 
 // podNetwork waits for the controller-manager to give the node its PodCIDR, then writes the CNI bridge
-// config for it (kops' cbr0): the node needs no network add-on to become Ready.
+// config for it (kops' cbr0), so the node becomes Ready without waiting for a network add-on. With
+// flannel (the default), the same bridge carries the pods and flanneld routes every other node's
+// PodCIDR over vxlan: flannel's own CNI plugin would write exactly this bridge on exactly this subnet
+// (its lease is the node's PodCIDR with --kube-subnet-mgr).
 func (w *Workload) podNetwork(ctx context.Context) error {
 	var cidr string
 	err := kubeapi.Poll(ctx, 2*time.Second, func(ctx context.Context) error {
@@ -122,11 +126,16 @@ func (w *Workload) podNetwork(ctx context.Context) error {
 			w.Log.Warn("label the node as a control plane", "error", err)
 		}
 	}
-	f, err := w.Renderer().CNIConfig(cidr, kube.CNIOptions{})
+	network := w.config().Cluster.Network.CNIOrDefault()
+	if network == config.CNINone {
+		w.Log.Info("pod network: cluster.network.cni is none; the node is Ready once a network add-on writes its CNI config", "podCIDR", cidr)
+		return nil
+	}
+	f, err := w.Renderer().CNIConfig(cidr, w.cniOptions())
 	if err != nil {
 		return err
 	}
-	w.Log.Info("pod network", "podCIDR", cidr)
+	w.Log.Info("pod network", "podCIDR", cidr, "network", network)
 	return kube.WriteFiles(kube.Files{f})
 }
 

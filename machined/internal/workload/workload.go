@@ -117,6 +117,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			wait("etcd-healthy", w.waitEtcd),
 			t("control-plane-manifests", w.writeControlPlane),
 			wait("apiserver-ready", w.waitAPIServer),
+			t("addons", w.applyAddons),
 		}, ready, []sequence.Task{serve, names})
 	default:
 		return slices.Concat(prepare, []sequence.Task{pki}, runtime, []sequence.Task{
@@ -127,6 +128,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			wait("etcd-healthy", w.waitEtcd),
 			wait("apiserver-ready", w.waitAPIServer),
 			t("bootstrap-objects", w.publishBootstrap),
+			t("addons", w.applyAddons),
 		}, ready, []sequence.Task{serve, names})
 	}
 }
@@ -253,6 +255,17 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 		return err
 	}
 	if err := kube.WriteFiles(kube.Files{cfg}); err != nil {
+		return err
+	}
+	// The registry hosts directory holds only what this config says: a host dropped from it goes.
+	regs, err := r.RegistryFiles()
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(l.RegistryHostsDir()); err != nil {
+		return err
+	}
+	if err := kube.WriteFiles(regs); err != nil {
 		return err
 	}
 	for _, d := range []string{l.ContainerdRoot(), l.ContainerdState(), l.CNIConfDir(), l.Log()} {

@@ -1,0 +1,107 @@
+package addons
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/cairn-os/cairn/api/config"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The kubelets' clusterDNS is DNSServiceIP: the Service must sit exactly there.
+func TestKubeDNSServiceIP(t *testing.T) {
+	for _, c := range []struct{ serviceCIDR, dnsIP string }{
+		{"10.96.0.0/12", "10.96.0.10"},
+		{"172.20.0.0/16", "172.20.0.10"},
+		{"fd00:10:96::/112", "fd00:10:96::a"},
+	} {
+		o := testOptions()
+		o.ServiceCIDR, o.DNSServiceIP = netip.MustParsePrefix(c.serviceCIDR), netip.MustParseAddr(c.dnsIP)
+		if strings.Contains(c.serviceCIDR, ":") {
+			o.PodCIDR = netip.MustParsePrefix("fd00:10:244::/56")
+		}
+		svc := find[*corev1.Service](t, mustRender(t, o), KubeDNSService)
+		if svc.Spec.ClusterIP != c.dnsIP {
+			t.Errorf("kube-dns clusterIP %q, want %s", svc.Spec.ClusterIP, c.dnsIP)
+		}
+		for k, v := range coreDNSLabels {
+			if svc.Spec.Selector[k] != v {
+				t.Errorf("kube-dns selects %v, not the CoreDNS pods", svc.Spec.Selector)
+			}
+		}
+	}
+}
+
+func TestCoreDNSReplicas(t *testing.T) {
+	for _, c := range []struct{ set, want int32 }{
+		{0, config.DefaultCoreDNSReplicas},
+		{1, 1},
+		{3, 3},
+	} {
+		o := testOptions()
+		o.CoreDNS.Replicas = c.set
+		d := deployment(t, mustRender(t, o))
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != c.want {
+			t.Errorf("Replicas %d: rendered %v, want %d", c.set, d.Spec.Replicas, c.want)
+		}
+	}
+}
+
+func TestCorefile(t *testing.T) {
+	o := testOptions()
+	o.DNSDomain = "k8s.demo.example"
+	cf := configData(t, mustRender(t, o), coreDNSName, corefileKey)
+	for _, want := range []string{
+		"kubernetes k8s.demo.example in-addr.arpa ip6.arpa {",
+		"disable success k8s.demo.example",
+		"disable denial k8s.demo.example",
+		"forward . /etc/resolv.conf {",
+		"health {",
+		"ready\n",
+		"prometheus :9153",
+	} {
+		if !strings.Contains(cf, want) {
+			t.Errorf("Corefile has no %q:\n%s", want, cf)
+		}
+	}
+	if strings.Contains(cf, "cluster.local") {
+		t.Errorf("Corefile names cluster.local, not the configured domain:\n%s", cf)
+	}
+	if strings.Count(cf, "{") != strings.Count(cf, "}") {
+		t.Errorf("Corefile braces do not balance:\n%s", cf)
+	}
+}
+
+// The probes and the Service reach ports the container declares, and the health and ready plugins
+// listen where the probes ask.
+func TestCoreDNSPorts(t *testing.T) {
+	objs := mustRender(t, testOptions())
+	c := onlyContainer(t, deployment(t, objs).Spec.Template.Spec)
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["liveness-probe"] != 8080 || ports["readiness-probe"] != 8181 {
+		t.Errorf("probe ports %v", ports)
+	}
+	if p := c.LivenessProbe.HTTPGet; p.Path != "/health" || ports[p.Port.StrVal] == 0 {
+		t.Errorf("liveness probe %+v", p)
+	}
+	if p := c.ReadinessProbe.HTTPGet; p.Path != "/ready" || ports[p.Port.StrVal] == 0 {
+		t.Errorf("readiness probe %+v", p)
+	}
+	svc := find[*corev1.Service](t, objs, KubeDNSService)
+	for _, sp := range svc.Spec.Ports {
+		if ports[sp.Name] != sp.TargetPort.IntVal {
+			t.Errorf("Service port %s targets %d, the container has %d", sp.Name, sp.TargetPort.IntVal, ports[sp.Name])
+		}
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("securityContext %+v", sc)
+	}
+	if spec := deployment(t, objs).Spec.Template.Spec; spec.DNSPolicy != corev1.DNSDefault {
+		t.Errorf("dnsPolicy %q: CoreDNS must use the node's resolvers", spec.DNSPolicy)
+	}
+}

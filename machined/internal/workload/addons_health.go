@@ -1,0 +1,139 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/addons"
+	"github.com/cairn-os/cairn/machined/internal/server"
+)
+
+// addonChecks are the add-ons' part of Health. On a control plane: kube-proxy (and flannel) ready on
+// every node, CoreDNS's replicas ready. On every node: the kubernetes Service's name looked up through
+// the kube-dns Service from this node. That answer went through kube-proxy's rules on this node to a
+// CoreDNS pod, which knows the name only because it reached the API server through the kubernetes
+// Service from inside the pod network: one check for the Service path, DNS and a pod's way to the API.
+func (w *Workload) addonChecks(ctx context.Context) []server.Check {
+	c := w.config()
+	var checks []server.Check
+	proxy := !c.Cluster.Proxy.Disabled
+	flannel := c.Cluster.Network.CNIOrDefault() == config.CNIFlannel
+	if w.controlPlane() {
+		if proxy {
+			msg, err := w.daemonSetReady(ctx, addons.KubeProxyDaemonSet)
+			checks = append(checks, server.Check{Name: "kube-proxy", Err: err, Message: msg})
+		}
+		if flannel {
+			msg, err := w.daemonSetReady(ctx, addons.FlannelDaemonSet)
+			checks = append(checks, server.Check{Name: "flannel", Err: err, Message: msg})
+		}
+		if !c.Cluster.CoreDNS.Disabled {
+			msg, err := w.deploymentReady(ctx, addons.CoreDNSDeployment)
+			checks = append(checks, server.Check{Name: "coredns", Err: err, Message: msg})
+		}
+	} else {
+		for _, a := range []struct {
+			on    bool
+			name  string
+			label string
+		}{{proxy, "kube-proxy", addons.KubeProxySelector}, {flannel, "flannel", addons.FlannelSelector}} {
+			if a.on {
+				msg, err := w.ownPodReady(ctx, a.label)
+				checks = append(checks, server.Check{Name: a.name, Err: err, Message: msg})
+			}
+		}
+	}
+	if proxy && !c.Cluster.CoreDNS.Disabled {
+		msg, err := w.serviceDNS(ctx)
+		checks = append(checks, server.Check{Name: "service-dns", Err: err, Message: msg})
+	}
+	return checks
+}
+
+func (w *Workload) daemonSetReady(ctx context.Context, name string) (string, error) {
+	c, err := w.admin()
+	if err != nil {
+		return "", err
+	}
+	var ds appsv1.DaemonSet
+	if err := c.Get(ctx, "/apis/apps/v1/namespaces/kube-system/daemonsets/"+name, &ds); err != nil {
+		return "", err
+	}
+	want, ready := ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
+	if want == 0 || ready < want {
+		return "", fmt.Errorf("ready on %d of %d nodes (DaemonSet %s)", ready, want, name)
+	}
+	return fmt.Sprintf("ready on %d of %d nodes", ready, want), nil
+}
+
+func (w *Workload) deploymentReady(ctx context.Context, name string) (string, error) {
+	c, err := w.admin()
+	if err != nil {
+		return "", err
+	}
+	var d appsv1.Deployment
+	if err := c.Get(ctx, "/apis/apps/v1/namespaces/kube-system/deployments/"+name, &d); err != nil {
+		return "", err
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	if d.Status.ReadyReplicas < want {
+		return "", fmt.Errorf("%d of %d replicas ready (Deployment %s)", d.Status.ReadyReplicas, want, name)
+	}
+	return fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, want), nil
+}
+
+// ownPodReady checks the add-on's pod on this node, with the node's own credential (a worker holds no
+// other): the node authorizer lets a node list the pods bound to it.
+func (w *Workload) ownPodReady(ctx context.Context, label string) (string, error) {
+	c, err := w.nodeClient()
+	if err != nil {
+		return "", err
+	}
+	name, _ := w.Identity()
+	q := url.Values{"fieldSelector": {"spec.nodeName=" + name}, "labelSelector": {label}}
+	var pods corev1.PodList
+	if err := c.Get(ctx, "/api/v1/namespaces/kube-system/pods?"+q.Encode(), &pods); err != nil {
+		return "", err
+	}
+	for _, p := range pods.Items {
+		if podReady([]corev1.Pod{p}, p.Name) {
+			return p.Name + " ready", nil
+		}
+	}
+	return "", fmt.Errorf("no ready pod with %s on %s (%d found)", label, name, len(pods.Items))
+}
+
+// serviceDNS looks up kubernetes.default through the kube-dns Service from this node and expects the
+// kubernetes Service's address.
+func (w *Workload) serviceDNS(ctx context.Context) (string, error) {
+	r := w.Renderer()
+	dns := net.JoinHostPort(r.ClusterDNSIP().String(), "53")
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, dns)
+	}}
+	name := "kubernetes.default.svc." + r.DNSDomain() + "."
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := res.LookupHost(lctx, name)
+	if err != nil {
+		return "", fmt.Errorf("look up %s through kube-dns %s: %w", name, dns, err)
+	}
+	want := r.APIServerServiceIP().String()
+	if !slices.Contains(addrs, want) {
+		return "", fmt.Errorf("%s resolved to %s through kube-dns %s, want the kubernetes Service's %s", name, strings.Join(addrs, ", "), dns, want)
+	}
+	return fmt.Sprintf("%s → %s through kube-dns %s", strings.TrimSuffix(name, "."), want, dns), nil
+}
