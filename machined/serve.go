@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/etcdops"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/images"
 	"github.com/cairn-os/cairn/machined/internal/joinsvc"
 	"github.com/cairn-os/cairn/machined/internal/kmsg"
 	"github.com/cairn-os/cairn/machined/internal/kube"
@@ -128,7 +129,8 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
 			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
-		Build: server.Build{Version: version, Commit: commit}, RSS: proc.RSS},
+		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundle: plat.bundle.Images, Usage: statfs},
+		Build:  server.Build{Version: version, Commit: commit}, RSS: proc.RSS},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -2722,6 +2722,594 @@ func (x *CreateJoinTokenResponse) GetEndpoints() []string {
 	return nil
 }
 
+type ImageImportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*ImageImportRequest_Header
+	//	*ImageImportRequest_Data
+	Msg           isImageImportRequest_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageImportRequest) Reset() {
+	*x = ImageImportRequest{}
+	mi := &file_machine_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageImportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageImportRequest) ProtoMessage() {}
+
+func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageImportRequest.ProtoReflect.Descriptor instead.
+func (*ImageImportRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ImageImportRequest) GetMsg() isImageImportRequest_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *ImageImportRequest) GetHeader() *ImageImportHeader {
+	if x != nil {
+		if x, ok := x.Msg.(*ImageImportRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *ImageImportRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*ImageImportRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isImageImportRequest_Msg interface {
+	isImageImportRequest_Msg()
+}
+
+type ImageImportRequest_Header struct {
+	Header *ImageImportHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"` // the first message, and only the first
+}
+
+type ImageImportRequest_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"` // then the archive, in chunks (1 MiB is a good size)
+}
+
+func (*ImageImportRequest_Header) isImageImportRequest_Msg() {}
+
+func (*ImageImportRequest_Data) isImageImportRequest_Msg() {}
+
+type ImageImportHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FileName      string                 `protobuf:"bytes,1,opt,name=file_name,json=fileName,proto3" json:"file_name,omitempty"` // the archive's name on the client, for messages only
+	Size          uint64                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`                        // the archive's size in bytes; 0 when unknown
+	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`                     // the archive's SHA-256 (hex) as the client computed it; optional
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageImportHeader) Reset() {
+	*x = ImageImportHeader{}
+	mi := &file_machine_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageImportHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageImportHeader) ProtoMessage() {}
+
+func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageImportHeader.ProtoReflect.Descriptor instead.
+func (*ImageImportHeader) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ImageImportHeader) GetFileName() string {
+	if x != nil {
+		return x.FileName
+	}
+	return ""
+}
+
+func (x *ImageImportHeader) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ImageImportHeader) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type ImageImportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*ImageImportResponse_Progress
+	//	*ImageImportResponse_Result
+	Msg           isImageImportResponse_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageImportResponse) Reset() {
+	*x = ImageImportResponse{}
+	mi := &file_machine_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageImportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageImportResponse) ProtoMessage() {}
+
+func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageImportResponse.ProtoReflect.Descriptor instead.
+func (*ImageImportResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ImageImportResponse) GetMsg() isImageImportResponse_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *ImageImportResponse) GetProgress() *ImageImportProgress {
+	if x != nil {
+		if x, ok := x.Msg.(*ImageImportResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *ImageImportResponse) GetResult() *ImageImportResult {
+	if x != nil {
+		if x, ok := x.Msg.(*ImageImportResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isImageImportResponse_Msg interface {
+	isImageImportResponse_Msg()
+}
+
+type ImageImportResponse_Progress struct {
+	Progress *ImageImportProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type ImageImportResponse_Result struct {
+	Result *ImageImportResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"` // the last message of a successful import
+}
+
+func (*ImageImportResponse_Progress) isImageImportResponse_Msg() {}
+
+func (*ImageImportResponse_Result) isImageImportResponse_Msg() {}
+
+type ImageImportProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Phase         string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`        // receiving, verifying, importing, unpacking
+	Received      uint64                 `protobuf:"varint,2,opt,name=received,proto3" json:"received,omitempty"` // receiving: bytes the node has stored so far
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`         // receiving: the size the header announced (0: unknown)
+	Image         string                 `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`        // unpacking: the image being unpacked
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageImportProgress) Reset() {
+	*x = ImageImportProgress{}
+	mi := &file_machine_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageImportProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageImportProgress) ProtoMessage() {}
+
+func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageImportProgress.ProtoReflect.Descriptor instead.
+func (*ImageImportProgress) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ImageImportProgress) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ImageImportProgress) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *ImageImportProgress) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ImageImportProgress) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+type ImageImportResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Images        []*Image               `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageImportResult) Reset() {
+	*x = ImageImportResult{}
+	mi := &file_machine_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageImportResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageImportResult) ProtoMessage() {}
+
+func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageImportResult.ProtoReflect.Descriptor instead.
+func (*ImageImportResult) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ImageImportResult) GetImages() []*Image {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+type Image struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`          // as containerd and the kubelet know it, e.g. docker.io/library/app:1.0
+	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`      // the digest the name points to (manifest, or index for several platforms)
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`         // the node's platform's manifest, config and (compressed) layers
+	Bundled       bool                   `protobuf:"varint,4,opt,name=bundled,proto3" json:"bundled,omitempty"`   // carried by the node's image and imported at boot
+	Unpacked      bool                   `protobuf:"varint,5,opt,name=unpacked,proto3" json:"unpacked,omitempty"` // unpacked into the default snapshotter: a container starts without more work
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Image) Reset() {
+	*x = Image{}
+	mi := &file_machine_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Image) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Image) ProtoMessage() {}
+
+func (x *Image) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Image.ProtoReflect.Descriptor instead.
+func (*Image) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *Image) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Image) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Image) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Image) GetBundled() bool {
+	if x != nil {
+		return x.Bundled
+	}
+	return false
+}
+
+func (x *Image) GetUnpacked() bool {
+	if x != nil {
+		return x.Unpacked
+	}
+	return false
+}
+
+type ImageListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageListRequest) Reset() {
+	*x = ImageListRequest{}
+	mi := &file_machine_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageListRequest) ProtoMessage() {}
+
+func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageListRequest.ProtoReflect.Descriptor instead.
+func (*ImageListRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{53}
+}
+
+type ImageListResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Images        []*Image               `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageListResponse) Reset() {
+	*x = ImageListResponse{}
+	mi := &file_machine_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageListResponse) ProtoMessage() {}
+
+func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageListResponse.ProtoReflect.Descriptor instead.
+func (*ImageListResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ImageListResponse) GetImages() []*Image {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+type ImageRemoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`  // full names, or short ones (app:1.0 for docker.io/library/app:1.0)
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"` // also remove images the node's bundle carries
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageRemoveRequest) Reset() {
+	*x = ImageRemoveRequest{}
+	mi := &file_machine_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageRemoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageRemoveRequest) ProtoMessage() {}
+
+func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageRemoveRequest.ProtoReflect.Descriptor instead.
+func (*ImageRemoveRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ImageRemoveRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ImageRemoveRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type ImageRemoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Removed       []string               `protobuf:"bytes,1,rep,name=removed,proto3" json:"removed,omitempty"` // the full names removed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageRemoveResponse) Reset() {
+	*x = ImageRemoveResponse{}
+	mi := &file_machine_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageRemoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageRemoveResponse) ProtoMessage() {}
+
+func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageRemoveResponse.ProtoReflect.Descriptor instead.
+func (*ImageRemoveResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ImageRemoveResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
 var File_machine_proto protoreflect.FileDescriptor
 
 const file_machine_proto_rawDesc = "" +
@@ -2922,7 +3510,40 @@ const file_machine_proto_rawDesc = "" +
 	"\x17CreateJoinTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12\x1c\n" +
-	"\tendpoints\x18\x03 \x03(\tR\tendpoints2\xb9\x10\n" +
+	"\tendpoints\x18\x03 \x03(\tR\tendpoints\"v\n" +
+	"\x12ImageImportRequest\x12C\n" +
+	"\x06header\x18\x01 \x01(\v2).cairn.machine.v1alpha1.ImageImportHeaderH\x00R\x06header\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x05\n" +
+	"\x03msg\"\\\n" +
+	"\x11ImageImportHeader\x12\x1b\n" +
+	"\tfile_name\x18\x01 \x01(\tR\bfileName\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xac\x01\n" +
+	"\x13ImageImportResponse\x12I\n" +
+	"\bprogress\x18\x01 \x01(\v2+.cairn.machine.v1alpha1.ImageImportProgressH\x00R\bprogress\x12C\n" +
+	"\x06result\x18\x02 \x01(\v2).cairn.machine.v1alpha1.ImageImportResultH\x00R\x06resultB\x05\n" +
+	"\x03msg\"q\n" +
+	"\x13ImageImportProgress\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1a\n" +
+	"\breceived\x18\x02 \x01(\x04R\breceived\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x14\n" +
+	"\x05image\x18\x04 \x01(\tR\x05image\"J\n" +
+	"\x11ImageImportResult\x125\n" +
+	"\x06images\x18\x01 \x03(\v2\x1d.cairn.machine.v1alpha1.ImageR\x06images\"}\n" +
+	"\x05Image\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
+	"\abundled\x18\x04 \x01(\bR\abundled\x12\x1a\n" +
+	"\bunpacked\x18\x05 \x01(\bR\bunpacked\"\x12\n" +
+	"\x10ImageListRequest\"J\n" +
+	"\x11ImageListResponse\x125\n" +
+	"\x06images\x18\x01 \x03(\v2\x1d.cairn.machine.v1alpha1.ImageR\x06images\"@\n" +
+	"\x12ImageRemoveRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"/\n" +
+	"\x13ImageRemoveResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved2\xef\x12\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -2947,7 +3568,10 @@ const file_machine_proto_rawDesc = "" +
 	"Kubeconfig\x12).cairn.machine.v1alpha1.KubeconfigRequest\x1a*.cairn.machine.v1alpha1.KubeconfigResponse\x12f\n" +
 	"\vEtcdMembers\x12*.cairn.machine.v1alpha1.EtcdMembersRequest\x1a+.cairn.machine.v1alpha1.EtcdMembersResponse\x12`\n" +
 	"\fEtcdSnapshot\x12+.cairn.machine.v1alpha1.EtcdSnapshotRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01\x12r\n" +
-	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponseB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
+	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponse\x12j\n" +
+	"\vImageImport\x12*.cairn.machine.v1alpha1.ImageImportRequest\x1a+.cairn.machine.v1alpha1.ImageImportResponse(\x010\x01\x12`\n" +
+	"\tImageList\x12(.cairn.machine.v1alpha1.ImageListRequest\x1a).cairn.machine.v1alpha1.ImageListResponse\x12f\n" +
+	"\vImageRemove\x12*.cairn.machine.v1alpha1.ImageRemoveRequest\x1a+.cairn.machine.v1alpha1.ImageRemoveResponseB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
 
 var (
 	file_machine_proto_rawDescOnce sync.Once
@@ -2961,7 +3585,7 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),          // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),         // 1: cairn.machine.v1alpha1.VersionResponse
@@ -3010,16 +3634,26 @@ var file_machine_proto_goTypes = []any{
 	(*DataChunk)(nil),               // 44: cairn.machine.v1alpha1.DataChunk
 	(*CreateJoinTokenRequest)(nil),  // 45: cairn.machine.v1alpha1.CreateJoinTokenRequest
 	(*CreateJoinTokenResponse)(nil), // 46: cairn.machine.v1alpha1.CreateJoinTokenResponse
-	(*timestamppb.Timestamp)(nil),   // 47: google.protobuf.Timestamp
+	(*ImageImportRequest)(nil),      // 47: cairn.machine.v1alpha1.ImageImportRequest
+	(*ImageImportHeader)(nil),       // 48: cairn.machine.v1alpha1.ImageImportHeader
+	(*ImageImportResponse)(nil),     // 49: cairn.machine.v1alpha1.ImageImportResponse
+	(*ImageImportProgress)(nil),     // 50: cairn.machine.v1alpha1.ImageImportProgress
+	(*ImageImportResult)(nil),       // 51: cairn.machine.v1alpha1.ImageImportResult
+	(*Image)(nil),                   // 52: cairn.machine.v1alpha1.Image
+	(*ImageListRequest)(nil),        // 53: cairn.machine.v1alpha1.ImageListRequest
+	(*ImageListResponse)(nil),       // 54: cairn.machine.v1alpha1.ImageListResponse
+	(*ImageRemoveRequest)(nil),      // 55: cairn.machine.v1alpha1.ImageRemoveRequest
+	(*ImageRemoveResponse)(nil),     // 56: cairn.machine.v1alpha1.ImageRemoveResponse
+	(*timestamppb.Timestamp)(nil),   // 57: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
-	47, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	57, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
 	8,  // 1: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	47, // 2: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	47, // 3: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	47, // 4: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	57, // 2: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	57, // 3: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	57, // 4: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
 	24, // 5: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	47, // 6: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	57, // 6: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
 	24, // 7: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
 	29, // 8: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
 	31, // 9: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
@@ -3028,58 +3662,69 @@ var file_machine_proto_depIdxs = []int32{
 	34, // 12: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
 	37, // 13: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
 	42, // 14: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	47, // 15: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	0,  // 16: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	2,  // 17: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	4,  // 18: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	5,  // 19: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	6,  // 20: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	9,  // 21: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	11, // 22: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	13, // 23: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	15, // 24: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	17, // 25: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	19, // 26: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	20, // 27: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	22, // 28: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	27, // 29: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	32, // 30: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	35, // 31: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	25, // 32: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	25, // 33: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	25, // 34: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	38, // 35: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	40, // 36: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	43, // 37: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	45, // 38: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	1,  // 39: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	3,  // 40: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	18, // 41: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	18, // 42: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	7,  // 43: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	10, // 44: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	12, // 45: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	14, // 46: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	16, // 47: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
-	18, // 48: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	21, // 49: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	21, // 50: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	23, // 51: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	28, // 52: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	33, // 53: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	36, // 54: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	26, // 55: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	26, // 56: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	26, // 57: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	39, // 58: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	41, // 59: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	44, // 60: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	46, // 61: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	39, // [39:62] is the sub-list for method output_type
-	16, // [16:39] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	57, // 15: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	48, // 16: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
+	50, // 17: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
+	51, // 18: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
+	52, // 19: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
+	52, // 20: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
+	0,  // 21: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	2,  // 22: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	4,  // 23: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	5,  // 24: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	6,  // 25: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	9,  // 26: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	11, // 27: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	13, // 28: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	15, // 29: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	17, // 30: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	19, // 31: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	20, // 32: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	22, // 33: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	27, // 34: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	32, // 35: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	35, // 36: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	25, // 37: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	25, // 38: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	25, // 39: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	38, // 40: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	40, // 41: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	43, // 42: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	45, // 43: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	47, // 44: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	53, // 45: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	55, // 46: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	1,  // 47: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	3,  // 48: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	18, // 49: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	18, // 50: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	7,  // 51: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	10, // 52: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	12, // 53: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	14, // 54: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	16, // 55: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
+	18, // 56: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	21, // 57: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	21, // 58: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	23, // 59: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	28, // 60: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	33, // 61: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	36, // 62: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	26, // 63: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	26, // 64: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	26, // 65: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	39, // 66: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	41, // 67: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	44, // 68: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	46, // 69: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	49, // 70: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	54, // 71: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	56, // 72: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	47, // [47:73] is the sub-list for method output_type
+	21, // [21:47] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -3087,13 +3732,21 @@ func file_machine_proto_init() {
 	if File_machine_proto != nil {
 		return
 	}
+	file_machine_proto_msgTypes[47].OneofWrappers = []any{
+		(*ImageImportRequest_Header)(nil),
+		(*ImageImportRequest_Data)(nil),
+	}
+	file_machine_proto_msgTypes[49].OneofWrappers = []any{
+		(*ImageImportResponse_Progress)(nil),
+		(*ImageImportResponse_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,9 @@ const (
 	Machine_EtcdMembers_FullMethodName     = "/cairn.machine.v1alpha1.Machine/EtcdMembers"
 	Machine_EtcdSnapshot_FullMethodName    = "/cairn.machine.v1alpha1.Machine/EtcdSnapshot"
 	Machine_CreateJoinToken_FullMethodName = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
+	Machine_ImageImport_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageImport"
+	Machine_ImageList_FullMethodName       = "/cairn.machine.v1alpha1.Machine/ImageList"
+	Machine_ImageRemove_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageRemove"
 )
 
 // MachineClient is the client API for Machine service.
@@ -84,6 +87,18 @@ type MachineClient interface {
 	EtcdSnapshot(ctx context.Context, in *EtcdSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error)
 	// Join tokens, on a control-plane node.
 	CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error)
+	// Container images in containerd's k8s.io namespace, the one the kubelet (CRI) uses. ImageImport takes
+	// an image archive (an OCI image layout or a `docker save` archive, as tar, optionally gzip-compressed)
+	// for sites without a registry. It is bidirectional so the node can report progress while it receives,
+	// verifies, imports and unpacks: an archive of hundreds of MB takes minutes over a slow link, and a
+	// client-streaming call could answer only at the end. The client sends an ImageImportHeader first, then
+	// the archive's bytes, then closes its side; the node answers with progress messages and last with the
+	// images imported.
+	ImageImport(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ImageImportRequest, ImageImportResponse], error)
+	ImageList(ctx context.Context, in *ImageListRequest, opts ...grpc.CallOption) (*ImageListResponse, error)
+	// ImageRemove refuses (FailedPrecondition) to remove an image the node's bundle carries (the control
+	// plane's, the pause image, the kubelet's, the add-ons') unless force is set.
+	ImageRemove(ctx context.Context, in *ImageRemoveRequest, opts ...grpc.CallOption) (*ImageRemoveResponse, error)
 }
 
 type machineClient struct {
@@ -378,6 +393,39 @@ func (c *machineClient) CreateJoinToken(ctx context.Context, in *CreateJoinToken
 	return out, nil
 }
 
+func (c *machineClient) ImageImport(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ImageImportRequest, ImageImportResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[6], Machine_ImageImport_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ImageImportRequest, ImageImportResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_ImageImportClient = grpc.BidiStreamingClient[ImageImportRequest, ImageImportResponse]
+
+func (c *machineClient) ImageList(ctx context.Context, in *ImageListRequest, opts ...grpc.CallOption) (*ImageListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImageListResponse)
+	err := c.cc.Invoke(ctx, Machine_ImageList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *machineClient) ImageRemove(ctx context.Context, in *ImageRemoveRequest, opts ...grpc.CallOption) (*ImageRemoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImageRemoveResponse)
+	err := c.cc.Invoke(ctx, Machine_ImageRemove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MachineServer is the server API for Machine service.
 // All implementations must embed UnimplementedMachineServer
 // for forward compatibility.
@@ -413,6 +461,18 @@ type MachineServer interface {
 	EtcdSnapshot(*EtcdSnapshotRequest, grpc.ServerStreamingServer[DataChunk]) error
 	// Join tokens, on a control-plane node.
 	CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error)
+	// Container images in containerd's k8s.io namespace, the one the kubelet (CRI) uses. ImageImport takes
+	// an image archive (an OCI image layout or a `docker save` archive, as tar, optionally gzip-compressed)
+	// for sites without a registry. It is bidirectional so the node can report progress while it receives,
+	// verifies, imports and unpacks: an archive of hundreds of MB takes minutes over a slow link, and a
+	// client-streaming call could answer only at the end. The client sends an ImageImportHeader first, then
+	// the archive's bytes, then closes its side; the node answers with progress messages and last with the
+	// images imported.
+	ImageImport(grpc.BidiStreamingServer[ImageImportRequest, ImageImportResponse]) error
+	ImageList(context.Context, *ImageListRequest) (*ImageListResponse, error)
+	// ImageRemove refuses (FailedPrecondition) to remove an image the node's bundle carries (the control
+	// plane's, the pause image, the kubelet's, the add-ons') unless force is set.
+	ImageRemove(context.Context, *ImageRemoveRequest) (*ImageRemoveResponse, error)
 	mustEmbedUnimplementedMachineServer()
 }
 
@@ -491,6 +551,15 @@ func (UnimplementedMachineServer) EtcdSnapshot(*EtcdSnapshotRequest, grpc.Server
 }
 func (UnimplementedMachineServer) CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateJoinToken not implemented")
+}
+func (UnimplementedMachineServer) ImageImport(grpc.BidiStreamingServer[ImageImportRequest, ImageImportResponse]) error {
+	return status.Error(codes.Unimplemented, "method ImageImport not implemented")
+}
+func (UnimplementedMachineServer) ImageList(context.Context, *ImageListRequest) (*ImageListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ImageList not implemented")
+}
+func (UnimplementedMachineServer) ImageRemove(context.Context, *ImageRemoveRequest) (*ImageRemoveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ImageRemove not implemented")
 }
 func (UnimplementedMachineServer) mustEmbedUnimplementedMachineServer() {}
 func (UnimplementedMachineServer) testEmbeddedByValue()                 {}
@@ -885,6 +954,49 @@ func _Machine_CreateJoinToken_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_ImageImport_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MachineServer).ImageImport(&grpc.GenericServerStream[ImageImportRequest, ImageImportResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_ImageImportServer = grpc.BidiStreamingServer[ImageImportRequest, ImageImportResponse]
+
+func _Machine_ImageList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImageListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).ImageList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_ImageList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).ImageList(ctx, req.(*ImageListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Machine_ImageRemove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImageRemoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).ImageRemove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_ImageRemove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).ImageRemove(ctx, req.(*ImageRemoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Machine_ServiceDesc is the grpc.ServiceDesc for Machine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -960,6 +1072,14 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "CreateJoinToken",
 			Handler:    _Machine_CreateJoinToken_Handler,
 		},
+		{
+			MethodName: "ImageList",
+			Handler:    _Machine_ImageList_Handler,
+		},
+		{
+			MethodName: "ImageRemove",
+			Handler:    _Machine_ImageRemove_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -991,6 +1111,12 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "EtcdSnapshot",
 			Handler:       _Machine_EtcdSnapshot_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ImageImport",
+			Handler:       _Machine_ImageImport_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "machine.proto",

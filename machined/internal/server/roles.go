@@ -33,6 +33,7 @@ var roles = map[string][]string{
 	machine.Machine_Health_FullMethodName:   all,
 
 	machine.Machine_EtcdMembers_FullMethodName:    all,
+	machine.Machine_ImageList_FullMethodName:      all,
 	machine.Machine_Plan_FullMethodName:           operators,
 	machine.Machine_Reboot_FullMethodName:         operators,
 	machine.Machine_Shutdown_FullMethodName:       operators,
@@ -40,6 +41,8 @@ var roles = map[string][]string{
 	machine.Machine_ServiceStart_FullMethodName:   operators,
 	machine.Machine_ServiceStop_FullMethodName:    operators,
 	machine.Machine_ServiceRestart_FullMethodName: operators,
+	machine.Machine_ImageImport_FullMethodName:    operators,
+	machine.Machine_ImageRemove_FullMethodName:    operators,
 
 	machine.Machine_Init_FullMethodName:            admins,
 	machine.Machine_Join_FullMethodName:            admins,

@@ -43,6 +43,7 @@ type Server struct {
 	LogSource  LogSource // service, machined and pod logs (nil: Unimplemented)
 	KernelLog  KernelLog // the kernel's ring buffer (nil: Unimplemented)
 	EtcdOps    EtcdOps   // etcd membership and snapshots on control planes (nil: Unimplemented)
+	Images     Images    // container images in containerd's k8s.io namespace (nil: Unimplemented)
 	JoinTokens JoinTokens
 	Usage      volumes.Usage
 	Build      Build
