@@ -188,8 +188,9 @@ func TestControlPlane(t *testing.T) {
 
 // TestJoin is a control plane and a worker made by `cluster create --workers 1` (issue 6): the worker
 // joins through `cairnctl join`'s code, both nodes are Running and Ready, a pod placed on the worker
-// runs, and the worker comes back Running after a reboot without joining again. Then `cluster add
-// --self-join` boots a second worker that joins by itself from its kernel command line.
+// runs, and the worker comes back Running after a reboot without joining again. Both nodes then serve
+// workloads (issue 12: checkWorkloads). Then `cluster add --self-join` boots a second worker that joins
+// by itself from its kernel command line.
 func TestJoin(t *testing.T) {
 	c := createCluster(t, "join", createTimeout, "--workers", "1")
 	for i := range c.Nodes {
@@ -219,6 +220,10 @@ func TestJoin(t *testing.T) {
 	kubectl(t, kc, "run", "echo-w", "--image=cairn.local/echo:v1", "--image-pull-policy=Never", "--restart=Never", "--port=8080",
 		`--overrides={"spec":{"nodeName":"`+w.Name+`"}}`)
 	kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo-w", "--timeout=5m")
+	t.Run("workloads", func(t *testing.T) {
+		mustCtl(t, 10*time.Minute, "--cairnconfig", c.cairnconfig, "--nodes", c.Nodes[0].APIEndpoint+","+w.APIEndpoint, "health")
+		checkWorkloads(t, c, kc)
+	})
 
 	// The other way in: a node booted with cairn.join=, cairn.jointoken= and cairn.joinca= on its kernel
 	// command line asks the join service for its ticket by itself; nobody sends it a Join.
