@@ -29,7 +29,7 @@ import (
 func checkWorkloads(t *testing.T, c *cluster, kc string) {
 	const ns = "workloads"
 	archive := filepath.Join(t.TempDir(), "hello.tar")
-	bin, err := helloimage.Build("../..")
+	bin, err := helloimage.Build(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
