@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-ha bench test run run-sandbox deps clean bundle image kernel-check repro-check
+.PHONY: help build api lint unit integration e2e e2e-ha bench test run run-sandbox deps clean bundle image kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ bundle: ## build the Kubernetes bundle into _out/bundle (cached: an unchanged bu
 
 image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw
 	VERSION=$(VERSION) ./hack/build-image.sh
+
+example-image: ## _out/examples/hello.tar: the example workload's image archive, for `cairnctl image import`
+	$(GO) run ./hack/examples/helloimage/cmd -o $(OUT)/examples/hello.tar
 
 kernel-check: ## list the kernel options Cairn needs that the shipped kernel lacks
 	./hack/deps.sh image

@@ -10,8 +10,8 @@ workers=${CAIRN_WORKERS:-0}
 state=${CAIRN_STATE_DIR:-$PWD/_out/clusters}
 step() { printf '\n==> %s\n' "$*"; }
 
-step "building the image (make image; the bundle is cached once built)"
-make --no-print-directory image
+step "building the image (make image; the bundle is cached once built) and the example workload's image"
+make --no-print-directory image example-image
 ./hack/deps.sh qemu
 
 ctl=$PWD/_out/cairnctl
@@ -33,6 +33,8 @@ for _ in $(seq 60); do
 	sleep 5
 done
 _out/kubectl --kubeconfig "$kc" get nodes -o wide
+step "kubectl get pods -A"
+_out/kubectl --kubeconfig "$kc" get pods -A -o wide
 
 cat <<MSG
 
@@ -40,5 +42,10 @@ The cluster $name is running. Talk to it with:
   export CAIRNCONFIG=$state/$name/cairnconfig KUBECONFIG=$kc
   _out/cairnctl services          _out/cairnctl logs kubelet
   _out/kubectl get pods -A
+Run an app the node does not carry, expose it and reach it by name from a pod:
+  _out/cairnctl image import _out/examples/hello.tar
+  _out/kubectl create deployment hello --image=example.local/hello:v1 --replicas=2 --port=8080
+  _out/kubectl expose deployment hello --port=80 --target-port=8080
+  _out/kubectl run client --rm -i --restart=Never --image=example.local/hello:v1 -- probe --count 4 --get http://hello.default.svc.cluster.local
 Stop it with: _out/cairnctl cluster destroy --name $name --state-dir $state
 MSG
