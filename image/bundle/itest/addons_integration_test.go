@@ -63,7 +63,7 @@ func runID(prefix, img, suffix string) string {
 
 // coreDNSPlugins checks the plugin set of the image's binary: what Cairn's
 // Corefile and common cluster configurations use is there, the plugins left
-// out for their SDKs are not (image/bundle/coredns/main.go).
+// out for their SDKs are not (image/bundle/kube/coredns.go).
 func coreDNSPlugins(t *testing.T, c *containerd, v versions.Versions) {
 	img := "registry.k8s.io/coredns/coredns:" + v.CoreDNS
 	got, err := c.ctr("k8s.io", "run", "--rm", img, "coredns-plugins", "/coredns", "-plugins")
@@ -176,34 +176,73 @@ func runCoreDNS(t *testing.T, c *containerd, v versions.Versions) {
 	}
 }
 
-// coreDNSPort53 starts the image as it is (user 65532) in a network
-// namespace of its own, where ports below 1024 are privileged: listening on
-// :53 works only through the file capability on /coredns.
+// coreDNSPort53 starts the image as it is (user 65532, no capability) on
+// port 53 in network namespaces of its own, as its pod runs: where the pod's
+// sysctl net.ipv4.ip_unprivileged_port_start=53 is set (machined's CoreDNS
+// Deployment), CoreDNS serves; where ports below 1024 stay privileged, it
+// cannot bind (nothing else grants it port 53).
 func coreDNSPort53(t *testing.T, c *containerd, v versions.Versions) {
 	img := "registry.k8s.io/coredns/coredns:" + v.CoreDNS
-	log := filepath.Join(t.TempDir(), "coredns.log")
-	if _, err := c.ctr("k8s.io", "run", "-d", "--log-uri", "file://"+log, "--mount", corefileDir(t, ".:53 {\n    whoami\n}\n"),
-		img, "coredns-53", "/coredns", "-conf", "/etc/coredns/Corefile"); err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name        string
+		portStart   string // the netns' ip_unprivileged_port_start; "" leaves the default, 1024
+		wantServing bool
+	}{
+		{"sysctl", "53", true},
+		{"default", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			netns := newNetns(t, "cairn-dns-"+tt.name)
+			if tt.portStart != "" {
+				if out, err := exec.Command("ip", "netns", "exec", netns, "sysctl", "-w", "net.ipv4.ip_unprivileged_port_start="+tt.portStart).CombinedOutput(); err != nil {
+					t.Fatalf("set the sysctl in %s: %v: %s", netns, err, out)
+				}
+			}
+			id := "coredns-53-" + tt.name
+			log := filepath.Join(t.TempDir(), "coredns.log")
+			if _, err := c.ctr("k8s.io", "run", "-d", "--log-uri", "file://"+log, "--with-ns", "network:/var/run/netns/"+netns,
+				"--mount", corefileDir(t, ".:53 {\n    whoami\n}\n"), img, id, "/coredns", "-conf", "/etc/coredns/Corefile"); err != nil {
+				t.Fatal(err)
+			}
+			// CoreDNS prints its banner once every listener is up; a failed
+			// bind ends the process with an error instead.
+			var out []byte
+			running := true
+			for deadline := time.Now().Add(20 * time.Second); running && time.Now().Before(deadline); {
+				if out, _ = os.ReadFile(log); strings.Contains(string(out), "CoreDNS-") {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+				running = taskRunning(c, id)
+			}
+			serving := running && strings.Contains(string(out), ".:53")
+			if _, err := c.ctr("k8s.io", "tasks", "kill", "-s", "SIGKILL", id); err != nil && running {
+				t.Error(err)
+			}
+			waitExit(t, c, id)
+			out, _ = os.ReadFile(log) // all of it, now that the task has exited
+			if serving != tt.wantServing {
+				t.Errorf("coredns as 65532 on :53 with ip_unprivileged_port_start=%q: serving %v, want %v; log:\n%s", tt.portStart, serving, tt.wantServing, out)
+			}
+			if !tt.wantServing && !strings.Contains(string(out), "permission denied") {
+				t.Errorf("coredns log = %q, want the bind refused (permission denied)", out)
+			}
+		})
 	}
-	// CoreDNS prints its banner once every listener is up; a failed bind
-	// ends the process with an error instead.
-	var out []byte
-	running := true
-	for deadline := time.Now().Add(20 * time.Second); running && time.Now().Before(deadline); {
-		if out, _ = os.ReadFile(log); strings.Contains(string(out), "CoreDNS-") {
-			break
+}
+
+// newNetns makes a named network namespace (ip netns) for one test.
+func newNetns(t *testing.T, name string) string {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns delete %s: %v: %s", name, err, out)
 		}
-		time.Sleep(200 * time.Millisecond)
-		running = taskRunning(c, "coredns-53")
-	}
-	if !running || !strings.Contains(string(out), ".:53") {
-		t.Errorf("coredns as 65532 on :53: running %v, log:\n%s", running, out)
-	}
-	if _, err := c.ctr("k8s.io", "tasks", "kill", "-s", "SIGKILL", "coredns-53"); err != nil && running {
-		t.Error(err)
-	}
-	waitExit(t, c, "coredns-53")
+	})
+	return name
 }
 
 func taskRunning(c *containerd, id string) bool {

@@ -70,10 +70,12 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		{[]string{bin("kube"), "kubelet", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kube"), "kube-proxy", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kube"), "kubectl", "version", "--client"}, nil, "Client Version: " + v.Kubernetes},
-		{[]string{bin("coredns"), "-version"}, nil, "CoreDNS-" + strings.TrimPrefix(v.CoreDNS, "v")},
+		{[]string{bin("kube"), "coredns", "-version"}, nil, "CoreDNS-" + strings.TrimPrefix(v.CoreDNS, "v")},
 		{[]string{bin("flanneld"), "--version"}, nil, v.Flannel},
 		{[]string{bin("etcd"), "--version"}, nil, "etcd Version: " + strings.TrimPrefix(v.Etcd, "v")},
 		{[]string{bin("containerd"), "--version"}, nil, "containerd github.com/containerd/containerd/v2 " + v.Containerd},
+		// The runc shim is the containerd binary called by another name.
+		{[]string{bin("containerd-shim-runc-v2"), "-v"}, nil, "Version:  " + v.Containerd},
 		{[]string{bin("ctr"), "--version"}, nil, v.Containerd},
 		{[]string{bin("runc"), "--version"}, nil, "runc version " + strings.TrimPrefix(v.Runc, "v")},
 		{[]string{filepath.Join(out, "cni", "bridge")}, nil, "CNI bridge plugin " + v.CNIPlugins},
@@ -91,8 +93,17 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 			}
 		})
 	}
+	// CoreDNS's Go flags (-conf, -version, ...) are for CoreDNS alone:
+	// kube-proxy, which takes every Go flag into its own, must not show them.
+	if help, _ := exec.Command(bin("kube"), "kube-proxy", "--help").CombinedOutput(); !strings.Contains(string(help), "--hostname-override") ||
+		strings.Contains(string(help), "Corefile") {
+		t.Errorf("kube-proxy --help = %q, want kube-proxy's flags without CoreDNS's", help)
+	}
+	if link, err := os.Readlink(bin("containerd-shim-runc-v2")); err != nil || link != "containerd" {
+		t.Errorf("bin/containerd-shim-runc-v2 links to %q, %v; want containerd", link, err)
+	}
 	// Static: the node's root has no libc.
-	for _, name := range []string{"kube", "etcd", "coredns", "flanneld", "pause", "cairn-echo", "cairn-mount", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+	for _, name := range []string{"kube", "etcd", "flanneld", "pause", "cairn-echo", "cairn-mount", "containerd", "ctr", "runc"} {
 		if out, err := exec.Command("ldd", bin(name)).CombinedOutput(); err == nil && !strings.Contains(string(out), "statically linked") {
 			t.Errorf("%s is dynamically linked: %s", name, out)
 		}

@@ -1,10 +1,13 @@
 // Command kube is one multi-call binary holding kubelet, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kube-proxy and kubectl. Sharing one
-// binary cuts the bundle to about a third of separate ones, and lets the
-// Kubernetes images share a single layer.
+// kube-controller-manager, kube-scheduler, kube-proxy, kubectl and CoreDNS
+// (coredns.go). Sharing one binary cuts the bundle to about a third of
+// separate ones, and lets the Kubernetes and CoreDNS images share a single
+// layer. CoreDNS links the same Kubernetes client libraries the components
+// do, so it adds a sixth of its own size (see image/bundle/README.md).
 //
 // It runs the component named by basename(argv[0]) or by its first argument.
-// Each entry mirrors the upstream cmd/<component> main of the pinned version.
+// Each entry mirrors the upstream cmd/<component> main of the pinned version
+// (CoreDNS's: github.com/coredns/coredns's coredns.go).
 package main
 
 import (
@@ -39,6 +42,7 @@ var components = map[string]func() int{
 	"kube-proxy":     func() int { return cli.Run(proxy.NewProxyCommand()) },
 	"kubelet":        func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
 	"kubectl":        runKubectl,
+	"coredns":        runCoreDNS,
 }
 
 func main() {
@@ -53,6 +57,9 @@ func main() {
 	}
 	// The components read os.Args themselves (cobra, kubectl's plugin lookup).
 	os.Args = args
+	if name != "coredns" {
+		dropCoreDNSFlags()
+	}
 	os.Exit(components[name]())
 }
 

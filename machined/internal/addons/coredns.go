@@ -19,6 +19,8 @@ const (
 	coreDNSRole      = "system:coredns" // kubeadm's name, so tools that look for it find it
 	coreDNSConfigDir = "/etc/coredns"
 	corefileKey      = "Corefile"
+	// unprivilegedPortStart is the sysctl that lets CoreDNS, not root, bind dnsPort.
+	unprivilegedPortStart = "net.ipv4.ip_unprivileged_port_start"
 	// Ports inside the pod: DNS, metrics, and the health and ready plugins the probes ask.
 	dnsPort       = 53
 	metricsPort   = 9153
@@ -180,11 +182,12 @@ func coreDNSPod(o Options) corev1.PodSpec {
 			}},
 		},
 		// The image runs CoreDNS as 65532:65532 (numeric, like upstream's, so the kubelet can check
-		// runAsNonRoot) with cap_net_bind_service on /coredns for port 53; nothing else is needed.
+		// runAsNonRoot). Its binary is the shared multi-call kube binary, which carries no file
+		// capability: port 53 is allowed by the pod's ip_unprivileged_port_start sysctl, so the
+		// container needs no capability at all.
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: &noEscalation,
 			Capabilities: &corev1.Capabilities{
-				Add:  []corev1.Capability{"NET_BIND_SERVICE"},
 				Drop: []corev1.Capability{"ALL"},
 			},
 			ReadOnlyRootFilesystem: &readOnlyRoot,
@@ -214,9 +217,13 @@ func coreDNSPod(o Options) corev1.PodSpec {
 		// The node's resolvers: CoreDNS is what ClusterFirst would point at.
 		DNSPolicy: corev1.DNSDefault,
 		// The runtime's default seccomp profile, as Cairn's static pods have (the kubelet's default is
-		// Unconfined): CoreDNS makes no system call it blocks.
+		// Unconfined): CoreDNS makes no system call it blocks. Ports from 53 up are unprivileged in
+		// the pod's network namespace (a safe sysctl, allowed by every kubelet since 1.22), so the
+		// non-root CoreDNS binds :53. containerd's CRI would otherwise open every port
+		// (enable_unprivileged_ports); this says what CoreDNS needs and no more.
 		SecurityContext: &corev1.PodSecurityContext{
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			Sysctls:        []corev1.Sysctl{{Name: unprivilegedPortStart, Value: fmt.Sprint(dnsPort)}},
 		},
 		Containers: []corev1.Container{container},
 		Volumes: []corev1.Volume{configMapVolume("config-volume", coreDNSName,

@@ -101,7 +101,16 @@ func TestCoreDNSPorts(t *testing.T) {
 	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("securityContext %+v", sc)
 	}
-	if spec := deployment(t, objs).Spec.Template.Spec; spec.DNSPolicy != corev1.DNSDefault {
+	// No capability: the non-root CoreDNS binds port 53 through the pod's sysctl.
+	if sc != nil && (sc.Capabilities == nil || len(sc.Capabilities.Add) != 0 || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL") {
+		t.Errorf("capabilities %+v, want ALL dropped and none added", sc.Capabilities)
+	}
+	pod := deployment(t, objs).Spec.Template.Spec
+	if psc := pod.SecurityContext; psc == nil || len(psc.Sysctls) != 1 ||
+		psc.Sysctls[0] != (corev1.Sysctl{Name: "net.ipv4.ip_unprivileged_port_start", Value: "53"}) {
+		t.Errorf("pod securityContext %+v, want ports from 53 unprivileged", psc)
+	}
+	if spec := pod; spec.DNSPolicy != corev1.DNSDefault {
 		t.Errorf("dnsPolicy %q: CoreDNS must use the node's resolvers", spec.DNSPolicy)
 	}
 }

@@ -99,6 +99,11 @@ func build(ctx context.Context, c buildConfig) error {
 		if err != nil {
 			return err
 		}
+		for _, l := range s.Links {
+			if err := os.Symlink(l.Target, filepath.Join(c.out, l.Name)); err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+		}
 		progress("[%d/%d] %s: done in %s, peak RSS %s", i+1, len(plan)+1, s.Name, res.Took.Round(100*time.Millisecond), mib(res.PeakRSS))
 		outputs = append(outputs, s.Outputs...)
 	}
@@ -123,17 +128,17 @@ func build(ctx context.Context, c buildConfig) error {
 func describe(s steps.Step, v versions.Versions) string {
 	switch s.Name {
 	case "kube":
-		return "Kubernetes " + v.Kubernetes + " multi-call binary (a cold build takes minutes)"
+		return "Kubernetes " + v.Kubernetes + " and CoreDNS " + v.CoreDNS + " multi-call binary (a cold build takes minutes)"
 	case "etcd":
 		return "etcd " + v.Etcd
-	case "coredns":
-		return "CoreDNS " + v.CoreDNS + " (chosen plugins)"
 	case "flannel":
 		return "flanneld " + v.Flannel + " (static, cgo for its udp backend)"
 	case "hosttools":
 		return "stage nft and iptables with their libraries for the kube-proxy and flannel images"
 	case "containerd":
-		return "containerd " + v.Containerd
+		return "containerd " + v.Containerd + " multi-call binary (daemon and runc shim)"
+	case "ctr":
+		return "ctr " + v.Containerd + " (tests only)"
 	case "runc":
 		return "runc " + v.Runc + " (static PIE, seccomp)"
 	case "cni":
@@ -190,7 +195,9 @@ func writeImages(out, netfilter string, v versions.Versions) ([]images.Written, 
 func report(out string, outputs []string, written []images.Written) {
 	progress("outputs in %s:", out)
 	for _, o := range outputs {
-		if fi, err := os.Stat(filepath.Join(out, o)); err == nil {
+		if target, err := os.Readlink(filepath.Join(out, o)); err == nil {
+			progress("  %-32s -> %s", o, target)
+		} else if fi, err := os.Stat(filepath.Join(out, o)); err == nil {
 			progress("  %-32s %10s", o, mib(fi.Size()))
 		}
 	}
@@ -204,13 +211,13 @@ func report(out string, outputs []string, written []images.Written) {
 }
 
 // checkPins refuses to build when a wrapper's go.mod (kube/, etcd/,
-// coredns/, flannel/) drifted from versions.env: the binaries would not be the
+// flannel/, containerd/) drifted from versions.env: the binaries would not be the
 // versions the images claim.
 func checkPins(src string, v versions.Versions) error {
 	for _, w := range []struct {
 		dir   string
 		check func([]byte, versions.Versions) error
-	}{{"kube", pin.CheckKube}, {"etcd", pin.CheckEtcd}, {"coredns", pin.CheckCoreDNS}, {"flannel", pin.CheckFlannel}} {
+	}{{"kube", pin.CheckKube}, {"etcd", pin.CheckEtcd}, {"flannel", pin.CheckFlannel}, {"containerd", pin.CheckContainerd}} {
 		gomod, err := os.ReadFile(filepath.Join(src, w.dir, "go.mod"))
 		if err != nil {
 			return fmt.Errorf("read %s wrapper module: %w", w.dir, err)

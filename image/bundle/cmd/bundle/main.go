@@ -1,11 +1,12 @@
 // Command bundle builds Cairn's Kubernetes bundle from pinned Go modules:
-// the multi-call kube binary, etcd, pause, cairn-echo, cairn-mount,
-// containerd, runc, the CNI plugins, CoreDNS and flannel, plus one OCI
+// the multi-call kube binary (with CoreDNS), etcd, pause, cairn-echo,
+// cairn-mount, the multi-call containerd (with its runc shim), ctr, runc,
+// the CNI plugins and flannel, plus one OCI
 // archive of every image a node runs (images.tar) and its listing
 // (images.txt).
 //
 //	go run ./cmd/bundle [--out DIR] [--force]   build (skipped when up to date)
-//	go run ./cmd/bundle pin                      rewrite the wrappers' go.mod (kube/ etcd/ coredns/ flannel/) from versions.env
+//	go run ./cmd/bundle pin                      rewrite the wrappers' go.mod (kube/ etcd/ flannel/ containerd/) from versions.env
 //
 // Run it from image/bundle.
 package main
@@ -25,7 +26,7 @@ func main() {
 	versionsFile := flag.String("versions", "versions.env", "pinned versions (its directory is the bundle source tree)")
 	force := flag.Bool("force", false, "rebuild even when the stamp says the bundle is up to date")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: bundle [flags]        build the bundle\n       bundle pin            rewrite the wrappers' go.mod (kube/ etcd/ coredns/ flannel/) from versions.env\n")
+		fmt.Fprintf(os.Stderr, "usage: bundle [flags]        build the bundle\n       bundle pin            rewrite the wrappers' go.mod (kube/ etcd/ flannel/ containerd/) from versions.env\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

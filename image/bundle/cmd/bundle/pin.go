@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cairn-os/cairn/image/bundle/internal/pin"
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
@@ -37,10 +40,10 @@ func pinModules(ctx context.Context, src, versionsPath string) error {
 		gomod  []byte
 		pinned string
 	}{
-		{"kube", kube, "k8s.io/kubernetes " + v.Kubernetes},
+		{"kube", kube, "k8s.io/kubernetes " + v.Kubernetes + ", github.com/coredns/coredns " + v.CoreDNS},
 		{"etcd", pin.RenderEtcd(v), "go.etcd.io/etcd/server/v3 " + v.Etcd},
-		{"coredns", pin.RenderCoreDNS(v), "github.com/coredns/coredns " + v.CoreDNS},
 		{"flannel", pin.RenderFlannel(v), pin.Flannel + " " + v.Flannel},
+		{"containerd", pin.RenderContainerd(v), pin.Containerd + " " + v.Containerd},
 	} {
 		dir := filepath.Join(src, m.dir)
 		if err := os.WriteFile(filepath.Join(dir, "go.mod"), m.gomod, 0o644); err != nil {
@@ -51,7 +54,73 @@ func pinModules(ctx context.Context, src, versionsPath string) error {
 			return err
 		}
 	}
-	return nil
+	return pinKubernetes(ctx, filepath.Join(src, "kube"), k8sGoMod)
+}
+
+// pinKubernetes keeps CoreDNS from raising a dependency of Kubernetes in the
+// tidied kube wrapper (pin.PinKubernetes), and tidies again.
+func pinKubernetes(ctx context.Context, dir string, k8sGoMod []byte) error {
+	path := filepath.Join(dir, "go.mod")
+	gomod, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read kube/go.mod: %w", err)
+	}
+	b, err := output(ctx, dir, "go", "list", "-m", "-json", "all")
+	if err != nil {
+		return err
+	}
+	selected := map[string]string{}
+	for dec := json.NewDecoder(bytes.NewReader(b)); ; {
+		var m struct{ Path, Version string }
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("parse go list output in kube: %w", err)
+		}
+		selected[m.Path] = m.Version
+	}
+	linked, err := kubernetesModules(ctx, dir)
+	if err != nil {
+		return err
+	}
+	pinned, n, err := pin.PinKubernetes(gomod, k8sGoMod, selected, linked)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, pinned, 0o644); err != nil {
+		return fmt.Errorf("write kube/go.mod: %w", err)
+	}
+	progress("pin: kube/go.mod keeps Kubernetes' versions of %d modules CoreDNS requires newer; running go mod tidy", n)
+	_, err = run(ctx, "kube tidy", dir, nil, "go", "mod", "tidy")
+	return err
+}
+
+// kubernetesModules returns the modules of every package the Kubernetes
+// components of the kube binary link: the dependencies of what its main
+// package imports, CoreDNS's packages left out.
+func kubernetesModules(ctx context.Context, dir string) (map[string]bool, error) {
+	b, err := output(ctx, dir, "go", "list", "-f", `{{join .Imports "\n"}}`, ".")
+	if err != nil {
+		return nil, err
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(string(b)) {
+		if !strings.HasPrefix(p, "github.com/coredns/") {
+			pkgs = append(pkgs, p)
+		}
+	}
+	b, err = output(ctx, dir, append([]string{"go", "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}"}, pkgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	linked := map[string]bool{}
+	for _, m := range strings.Fields(string(b)) {
+		linked[m] = true
+	}
+	if !linked[pin.Kubernetes] {
+		return nil, fmt.Errorf("kube: the main package imports no package of %s", pin.Kubernetes)
+	}
+	return linked, nil
 }
 
 // downloadGoMod fetches a module version through the configured proxy and

@@ -7,30 +7,16 @@ import (
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
 )
 
-// Binaries are the programs the images carry, by name (kube, etcd, coredns,
+// Binaries are the programs the images carry, by name (kube, etcd,
 // flanneld, pause, cairn-echo, cairn-mount).
 type Binaries map[string][]byte
 
 // BinaryNames are the entries Binaries must hold: files of the bundle's bin/.
-var BinaryNames = []string{"kube", "etcd", "coredns", "flanneld", "pause", "cairn-echo", "cairn-mount"}
+var BinaryNames = []string{"kube", "etcd", "flanneld", "pause", "cairn-echo", "cairn-mount"}
 
 // KubeComponents are the names the multi-call kube binary answers to; each
 // gets a symlink in the shared layer.
-var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl"}
-
-// netBindService is a security.capability value (VFS_CAP_REVISION_2, the
-// effective flag, permitted = CAP_NET_BIND_SERVICE): what upstream's CoreDNS
-// image gets from `setcap cap_net_bind_service=+ep /coredns`, so CoreDNS
-// binds port 53 as user 65532. The pod must keep NET_BIND_SERVICE in its
-// bounding set (kubeadm's Deployment adds it and drops the rest); without it
-// the kernel refuses to exec the binary.
-var netBindService = string([]byte{
-	0x01, 0x00, 0x00, 0x02, // magic_etc: revision 2 | effective
-	0x00, 0x04, 0x00, 0x00, // permitted[0]: 1 << CAP_NET_BIND_SERVICE (10)
-	0, 0, 0, 0, // inheritable[0]
-	0, 0, 0, 0, // permitted[1]
-	0, 0, 0, 0, // inheritable[1]
-})
+var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl", "coredns"}
 
 const binDir = "usr/local/bin"
 
@@ -55,8 +41,9 @@ func baseFiles() []File {
 
 // Bundle returns every image of the bundle, named exactly as Kubernetes and
 // containerd ask for them so no configuration needs an override. The
-// Kubernetes images and the kubelet image share the base layer and the
-// layer holding the multi-call binary, so containerd stores it once.
+// Kubernetes images, the kubelet image and the CoreDNS image share the base
+// layer and the layer holding the multi-call binary, so containerd stores it
+// once.
 // netfilter is the staged tree of nft and iptables with their libraries
 // (image/cmd/hosttools, read with DirFiles): one layer that the kube-proxy
 // and flannel images share.
@@ -103,9 +90,8 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 	if err != nil {
 		return nil, fmt.Errorf("echo layer: %w", err)
 	}
-	// Like upstream's CoreDNS image: the binary alone, at /coredns.
-	coredns, err := Layer([]File{{Path: "coredns", Mode: 0o755, Data: bins["coredns"],
-		Xattrs: map[string]string{"security.capability": netBindService}}})
+	// Upstream's CoreDNS image runs /coredns: here a link into the kube layer.
+	coredns, err := Layer([]File{{Path: "coredns", Mode: fs.ModeSymlink, Linkname: binDir + "/coredns"}})
 	if err != nil {
 		return nil, fmt.Errorf("coredns layer: %w", err)
 	}
@@ -149,9 +135,12 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 			Env:        defaultEnv,
 		},
 		{
-			// The name kubeadm gives CoreDNS; user and ports as upstream's image.
+			// The name kubeadm gives CoreDNS; user and ports as upstream's
+			// image. Unlike upstream's /coredns, the shared binary carries no
+			// file capability (it would apply to every component): port 53
+			// is allowed by the pod's net.ipv4.ip_unprivileged_port_start.
 			Name:         "registry.k8s.io/coredns/coredns:" + v.CoreDNS,
-			Layers:       []LayerSpec{baseL, {coredns, "coredns " + v.CoreDNS}},
+			Layers:       []LayerSpec{baseL, kubeL, {coredns, "/coredns, CoreDNS " + v.CoreDNS + " in the kube binary"}},
 			Entrypoint:   []string{"/coredns"},
 			Env:          defaultEnv,
 			User:         "65532:65532",

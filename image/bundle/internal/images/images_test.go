@@ -196,7 +196,7 @@ func TestImageConfigs(t *testing.T) {
 		"registry.k8s.io/kube-controller-manager:v1.37.2": {[]string{"/usr/local/bin/kube-controller-manager"}, "", 2},
 		"registry.k8s.io/kube-scheduler:v1.37.2":          {[]string{"/usr/local/bin/kube-scheduler"}, "", 2},
 		"registry.k8s.io/kube-proxy:v1.37.2":              {[]string{"/usr/local/bin/kube-proxy"}, "", 3},
-		"registry.k8s.io/coredns/coredns:v1.15.0":         {[]string{"/coredns"}, "65532:65532", 2},
+		"registry.k8s.io/coredns/coredns:v1.15.0":         {[]string{"/coredns"}, "65532:65532", 3},
 		"cairn.local/flannel:v0.28.10":                    {[]string{"/opt/bin/flanneld"}, "", 3},
 		"cairn.local/kubelet:v1.37.2":                     {[]string{"/usr/local/bin/kubelet"}, "", 3},
 		"registry.k8s.io/etcd:3.6.16-0":                   {[]string{"/usr/local/bin/etcd"}, "", 2},
@@ -403,24 +403,52 @@ func TestNetfilterImages(t *testing.T) {
 	}
 }
 
-// CoreDNS runs as 65532 and binds port 53 through a file capability, as in
-// upstream's image.
+// CoreDNS is the kube binary's coredns component: /coredns, the entrypoint
+// upstream's image has, leads to it through the shared layer, and nothing
+// carries a file capability (a pod sysctl lets 65532 bind port 53).
 func TestCoreDNSImage(t *testing.T) {
 	_, _, imgs := buildArchive(t)
 	files := layerEntries(t, byName(t, imgs, "registry.k8s.io/coredns/coredns:v1.15.0"))
-	h := files["coredns"]
-	if h == nil || h.Mode != 0o755 {
-		t.Fatalf("/coredns = %+v, want an executable", h)
+	if h := files["coredns"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "usr/local/bin/coredns" {
+		t.Fatalf("/coredns = %+v, want a link to usr/local/bin/coredns", h)
 	}
-	// What `getfattr -e hex -n security.capability` shows after
-	// `setcap cap_net_bind_service=+ep`.
-	want := "0100000200040000000000000000000000000000"
-	if got := hex.EncodeToString([]byte(h.PAXRecords["SCHILY.xattr.security.capability"])); got != want {
-		t.Errorf("/coredns security.capability = %s, want %s", got, want)
+	if h := files["usr/local/bin/coredns"]; h == nil || h.Linkname != "kube" {
+		t.Errorf("/usr/local/bin/coredns = %+v, want a link to kube", h)
+	}
+	if h := files["usr/local/bin/kube"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 {
+		t.Errorf("/usr/local/bin/kube = %+v, want an executable", h)
+	}
+	for name, h := range files {
+		if len(h.PAXRecords) != 0 {
+			t.Errorf("%s has PAX records %v, want none (no file capability)", name, h.PAXRecords)
+		}
 	}
 	if files["etc/passwd"] == nil {
 		t.Errorf("coredns image lacks the base files")
 	}
+	// The same kube layer as the Kubernetes images: stored once.
+	kube := layerDigests(t, byName(t, imgs, "registry.k8s.io/kube-apiserver:v1.37.2"))
+	dns := layerDigests(t, byName(t, imgs, "registry.k8s.io/coredns/coredns:v1.15.0"))
+	if kube[1] != dns[1] {
+		t.Errorf("coredns layer 1 = %s, want the kube layer %s", dns[1], kube[1])
+	}
+}
+
+func layerDigests(t *testing.T, n Named) []v1.Hash {
+	t.Helper()
+	layers, err := n.Image.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []v1.Hash
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 func TestDirFiles(t *testing.T) {

@@ -31,9 +31,6 @@ type File struct {
 	Mode     fs.FileMode // permission bits, plus fs.ModeSymlink for links
 	Data     []byte      // content of a regular file
 	Linkname string      // target of a symlink
-	// Xattrs are extended attributes (name → raw value), e.g.
-	// security.capability; containerd sets them when it unpacks the layer.
-	Xattrs map[string]string
 }
 
 // Dir marks a File as a directory when used as its Mode type bit.
@@ -75,13 +72,6 @@ func LayerTar(files []File) ([]byte, error) {
 			Mode:    int64(f.Mode.Perm()),
 			ModTime: Epoch,
 			Format:  tar.FormatPAX,
-		}
-		// PAX records are written sorted by key, so these stay reproducible.
-		for k, v := range f.Xattrs {
-			if hdr.PAXRecords == nil {
-				hdr.PAXRecords = map[string]string{}
-			}
-			hdr.PAXRecords["SCHILY.xattr."+k] = v
 		}
 		switch {
 		case f.Mode&fs.ModeDir != 0:

@@ -1,4 +1,4 @@
-// Package pin renders the go.mod files of the wrapper modules (kube/, etcd/, coredns/, flannel/)
+// Package pin renders the go.mod files of the wrapper modules (kube/, etcd/, flannel/, containerd/)
 // from versions.env and checks that the committed ones still match it, so the
 // versions live in one place while each wrapper keeps a committed go.sum.
 package pin
@@ -10,23 +10,30 @@ import (
 	"strings"
 
 	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
 
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
 )
 
 const (
-	// KubeModule, EtcdModule, CoreDNSModule and FlannelModule are the
+	// KubeModule, EtcdModule, FlannelModule and ContainerdModule are the
 	// wrapper modules' paths.
-	KubeModule    = "github.com/cairn-os/cairn/image/bundle/kube"
-	EtcdModule    = "github.com/cairn-os/cairn/image/bundle/etcd"
-	CoreDNSModule = "github.com/cairn-os/cairn/image/bundle/coredns"
-	FlannelModule = "github.com/cairn-os/cairn/image/bundle/flannel"
+	KubeModule       = "github.com/cairn-os/cairn/image/bundle/kube"
+	EtcdModule       = "github.com/cairn-os/cairn/image/bundle/etcd"
+	FlannelModule    = "github.com/cairn-os/cairn/image/bundle/flannel"
+	ContainerdModule = "github.com/cairn-os/cairn/image/bundle/containerd"
 
-	kubernetes = "k8s.io/kubernetes"
+	// Kubernetes is the module of the Kubernetes components.
+	Kubernetes = "k8s.io/kubernetes"
 	etcdServer = "go.etcd.io/etcd/server/v3"
-	coreDNS    = "github.com/coredns/coredns"
+	// CoreDNS is CoreDNS's module, built into the kube binary.
+	CoreDNS = "github.com/coredns/coredns"
 	// Flannel is the flannel module, whose root package is flanneld.
 	Flannel = "github.com/flannel-io/flannel"
+	// Containerd is containerd's module; Ctr is its ctr command.
+	Containerd = "github.com/containerd/containerd/v2"
+	Ctr        = Containerd + "/cmd/ctr"
 	// tencentVPC is the SDK module flannel's tencent-vpc backend imports;
 	// the module proxy does not serve it.
 	tencentVPC = "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc"
@@ -57,9 +64,10 @@ func StagingModules(k8sGoMod []byte) ([]string, error) {
 }
 
 // RenderKube returns the kube wrapper's go.mod before `go mod tidy`: it
-// requires k8s.io/kubernetes, replaces every staging module by its published
-// version, and copies upstream's godebug lines so the runtime defaults match
-// an official build.
+// requires k8s.io/kubernetes and CoreDNS (built into the same binary),
+// replaces every staging module by its published version, and copies
+// upstream's godebug lines so the runtime defaults match an official build.
+// After tidy, PinKubernetes adds the versions CoreDNS must not raise.
 func RenderKube(k8sGoMod []byte, v versions.Versions) ([]byte, error) {
 	staging, err := StagingModules(k8sGoMod)
 	if err != nil {
@@ -77,7 +85,7 @@ func RenderKube(k8sGoMod []byte, v versions.Versions) ([]byte, error) {
 	if len(f.Godebug) > 0 {
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "require %s %s\n\n", kubernetes, v.Kubernetes)
+	fmt.Fprintf(&b, "require (\n\t%s %s\n\t%s %s\n)\n\n", CoreDNS, v.CoreDNS, Kubernetes, v.Kubernetes)
 	b.WriteString("// The staging modules at the version published with this release.\nreplace (\n")
 	for _, m := range staging {
 		fmt.Fprintf(&b, "\t%s => %s %s\n", m, m, v.StagingVersion())
@@ -86,16 +94,56 @@ func RenderKube(k8sGoMod []byte, v versions.Versions) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// pinComment heads the block PinKubernetes writes; CheckKube finds it by it.
+const pinComment = "// Kubernetes' own versions of the modules its components link that CoreDNS\n" +
+	"// requires newer: the components build with exactly the dependencies their\n" +
+	"// release was tested with (written by `bundle pin`)."
+
+// PinKubernetes returns goMod (the tidied kube wrapper) with a replace for
+// every module the Kubernetes components link (linked: modules of the
+// packages they import, CoreDNS's left out) whose selected version is newer
+// than the one k8s.io/kubernetes requires: only CoreDNS, the other
+// requirement, can have raised it, and Kubernetes must keep what it was
+// released with. A module only CoreDNS links keeps CoreDNS's version, even
+// when k8s.io/kubernetes requires an older one for a command the binary
+// does not hold (kubeadm's CoreDNS libraries). selected maps each module of
+// the build list (`go list -m all`) to its version before replacement.
+// Modules the wrapper already replaces (the staging modules) are left alone.
+// It also returns how many modules it pinned.
+func PinKubernetes(goMod, k8sGoMod []byte, selected map[string]string, linked map[string]bool) ([]byte, int, error) {
+	k8s, err := modfile.Parse("k8s.io/kubernetes/go.mod", k8sGoMod, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("parse k8s.io/kubernetes go.mod: %w", err)
+	}
+	f, err := modfile.Parse("kube/go.mod", goMod, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("parse kube/go.mod: %w", err)
+	}
+	replaced := map[string]bool{}
+	for _, r := range f.Replace {
+		replaced[r.Old.Path] = true
+	}
+	var pins []string
+	for _, r := range k8s.Require {
+		m := r.Mod
+		sel, ok := selected[m.Path]
+		if !ok || !linked[m.Path] || replaced[m.Path] || semver.Compare(sel, m.Version) <= 0 {
+			continue
+		}
+		pins = append(pins, fmt.Sprintf("\t%s => %s %s // raised to %s\n", m.Path, m.Path, m.Version, sel))
+	}
+	out := bytes.TrimRight(goMod, "\n")
+	if len(pins) == 0 {
+		return append(out, '\n'), 0, nil
+	}
+	sort.Strings(pins)
+	out = fmt.Appendf(out, "\n\n%s\nreplace (\n%s)\n", pinComment, strings.Join(pins, ""))
+	return out, len(pins), nil
+}
+
 // RenderEtcd returns the etcd wrapper's go.mod before `go mod tidy`.
 func RenderEtcd(v versions.Versions) []byte {
 	return fmt.Appendf(nil, "module %s\n\ngo %s\n\nrequire %s %s\n", EtcdModule, goVersion, etcdServer, v.Etcd)
-}
-
-// RenderCoreDNS returns the coredns wrapper's go.mod before `go mod tidy`.
-// CoreDNS's own go.mod has no replace directives, so requiring it is enough
-// to build with the dependency versions upstream tested.
-func RenderCoreDNS(v versions.Versions) []byte {
-	return fmt.Appendf(nil, "module %s\n\ngo %s\n\nrequire %s %s\n", CoreDNSModule, goVersion, coreDNS, v.CoreDNS)
 }
 
 // RenderFlannel returns the flannel wrapper's go.mod before `go mod tidy`.
@@ -119,17 +167,25 @@ replace %s => ./tencentvpc
 `, FlannelModule, goVersion, Flannel, Flannel, Flannel, v.Flannel, tencentVPC)
 }
 
-// CheckKube reports whether a committed kube/go.mod pins what versions.env says.
+// CheckKube reports whether a committed kube/go.mod pins what versions.env
+// says: Kubernetes, its staging modules and CoreDNS.
 func CheckKube(goMod []byte, v versions.Versions) error {
 	f, err := modfile.Parse("kube/go.mod", goMod, nil)
 	if err != nil {
 		return fmt.Errorf("parse kube/go.mod: %w", err)
 	}
-	if err := checkRequire(f, "kube/go.mod", kubernetes, v.Kubernetes); err != nil {
+	if err := checkRequire(f, "kube/go.mod", Kubernetes, v.Kubernetes); err != nil {
+		return err
+	}
+	if err := checkRequire(f, "kube/go.mod", CoreDNS, v.CoreDNS); err != nil {
 		return err
 	}
 	for _, r := range f.Replace {
-		if strings.HasPrefix(r.Old.Path, "k8s.io/") && r.New.Version != v.StagingVersion() {
+		// The staging modules; not the pins PinKubernetes may add (of
+		// k8s.io/utils or klog, say).
+		staging := strings.HasPrefix(r.Old.Path, "k8s.io/") && strings.HasPrefix(r.New.Version, "v0.") &&
+			!module.IsPseudoVersion(r.New.Version)
+		if staging && r.New.Version != v.StagingVersion() {
 			return fmt.Errorf("kube/go.mod replaces %s with %s, want %s for Kubernetes %s",
 				r.Old.Path, r.New.Version, v.StagingVersion(), v.Kubernetes)
 		}
@@ -144,15 +200,6 @@ func CheckEtcd(goMod []byte, v versions.Versions) error {
 		return fmt.Errorf("parse etcd/go.mod: %w", err)
 	}
 	return checkRequire(f, "etcd/go.mod", etcdServer, v.Etcd)
-}
-
-// CheckCoreDNS reports whether a committed coredns/go.mod pins what versions.env says.
-func CheckCoreDNS(goMod []byte, v versions.Versions) error {
-	f, err := modfile.Parse("coredns/go.mod", goMod, nil)
-	if err != nil {
-		return fmt.Errorf("parse coredns/go.mod: %w", err)
-	}
-	return checkRequire(f, "coredns/go.mod", coreDNS, v.CoreDNS)
 }
 
 // CheckFlannel reports whether a committed flannel/go.mod pins what
@@ -171,6 +218,33 @@ func CheckFlannel(goMod []byte, v versions.Versions) error {
 		}
 	}
 	return fmt.Errorf("flannel/go.mod does not replace %s by ./tencentvpc", tencentVPC)
+}
+
+// RenderContainerd returns the containerd wrapper's go.mod before `go mod
+// tidy`. Requiring containerd alone resolves every dependency to the
+// version containerd's own go.mod selects, as `go install` of its commands
+// would. ctr is listed as a tool so that tidy keeps its dependencies and the
+// bundle can build it from the same module graph.
+func RenderContainerd(v versions.Versions) []byte {
+	return fmt.Appendf(nil, `module %s
+
+go %s
+
+// ctr (for tests, not the node): built with `+"`go build %s`"+`.
+tool %s
+
+require %s %s
+`, ContainerdModule, goVersion, Ctr, Ctr, Containerd, v.Containerd)
+}
+
+// CheckContainerd reports whether a committed containerd/go.mod pins what
+// versions.env says.
+func CheckContainerd(goMod []byte, v versions.Versions) error {
+	f, err := modfile.Parse("containerd/go.mod", goMod, nil)
+	if err != nil {
+		return fmt.Errorf("parse containerd/go.mod: %w", err)
+	}
+	return checkRequire(f, "containerd/go.mod", Containerd, v.Containerd)
 }
 
 func checkRequire(f *modfile.File, name, mod, want string) error {

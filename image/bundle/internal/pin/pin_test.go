@@ -14,7 +14,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-var v = versions.Versions{Kubernetes: "v1.37.2", Etcd: "v3.6.16", CoreDNS: "v1.15.0", Flannel: "v0.28.10"}
+var v = versions.Versions{Kubernetes: "v1.37.2", Etcd: "v3.6.16", CoreDNS: "v1.15.0", Flannel: "v0.28.10", Containerd: "v2.4.2"}
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -53,12 +53,62 @@ func TestRenderEtcd(t *testing.T) {
 	golden(t, "etcd.go.mod.golden", RenderEtcd(v))
 }
 
-func TestRenderCoreDNS(t *testing.T) {
-	golden(t, "coredns.go.mod.golden", RenderCoreDNS(v))
+// PinKubernetes pins back what CoreDNS raised among the modules the
+// Kubernetes components link, and nothing else: not a module only CoreDNS
+// links (though k8s.io/kubernetes requires it for kubeadm), not one at
+// Kubernetes' version, not a staging module (already replaced).
+func TestPinKubernetes(t *testing.T) {
+	k8s := []byte(`module k8s.io/kubernetes
+
+require (
+	google.golang.org/grpc v1.82.1
+	golang.org/x/net v0.57.0
+	github.com/spf13/cobra v1.10.2
+	github.com/coredns/caddy v1.1.1
+	k8s.io/api v0.0.0
+)
+`)
+	tidied := []byte(`module github.com/cairn-os/cairn/image/bundle/kube
+
+require (
+	github.com/coredns/coredns v1.15.0
+	k8s.io/kubernetes v1.37.2
+)
+
+replace k8s.io/api => k8s.io/api v0.37.2
+`)
+	selected := map[string]string{
+		"google.golang.org/grpc":     "v1.84.0",
+		"golang.org/x/net":           "v0.60.0",
+		"github.com/spf13/cobra":     "v1.10.2",
+		"k8s.io/api":                 "v0.37.2",
+		"github.com/miekg/dns":       "v1.1.73",
+		"github.com/coredns/coredns": "v1.15.0",
+		"github.com/coredns/caddy":   "v1.1.4",
+	}
+	linked := map[string]bool{"google.golang.org/grpc": true, "golang.org/x/net": true, "github.com/spf13/cobra": true, "k8s.io/api": true}
+	got, n, err := PinKubernetes(tidied, k8s, selected, linked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("PinKubernetes pinned %d modules, want 2", n)
+	}
+	golden(t, "kube-pinned.go.mod.golden", got)
+	if err := CheckKube(got, v); err != nil {
+		t.Errorf("CheckKube(pinned) = %v, want nil", err)
+	}
+	if got, n, err := PinKubernetes(tidied, k8s, map[string]string{"google.golang.org/grpc": "v1.82.1"}, linked); err != nil || n != 0 || string(got) != string(tidied) {
+		t.Errorf("PinKubernetes(nothing raised) = %q, %d, %v; want the go.mod unchanged", got, n, err)
+	}
 }
 
 func TestRenderFlannel(t *testing.T) {
 	golden(t, "flannel.go.mod.golden", RenderFlannel(v))
+}
+
+func TestRenderContainerd(t *testing.T) {
+	golden(t, "containerd.go.mod.golden", RenderContainerd(v))
 }
 
 func TestStagingModulesNone(t *testing.T) {
@@ -75,7 +125,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	newer := v
-	newer.Kubernetes, newer.Etcd, newer.CoreDNS, newer.Flannel = "v1.37.3", "v3.6.17", "v1.15.1", "v0.28.11"
+	newer.Kubernetes, newer.Etcd, newer.CoreDNS, newer.Flannel, newer.Containerd = "v1.37.3", "v3.6.17", "v1.15.1", "v0.28.11", "v2.4.3"
 	tests := []struct {
 		name    string
 		err     error
@@ -88,11 +138,15 @@ func TestCheck(t *testing.T) {
 		{"etcd matches", CheckEtcd(RenderEtcd(v), v), ""},
 		{"etcd behind versions.env", CheckEtcd(RenderEtcd(v), newer), "requires go.etcd.io/etcd/server/v3 v3.6.16 but versions.env says v3.6.17"},
 		{"etcd require missing", CheckEtcd([]byte("module x\n"), v), "does not require go.etcd.io/etcd/server/v3"},
-		{"coredns matches", CheckCoreDNS(RenderCoreDNS(v), v), ""},
-		{"coredns behind versions.env", CheckCoreDNS(RenderCoreDNS(v), newer), "requires github.com/coredns/coredns v1.15.0 but versions.env says v1.15.1"},
-		{"coredns require missing", CheckCoreDNS([]byte("module x\n"), v), "does not require github.com/coredns/coredns"},
+		{"kube coredns behind versions.env", CheckKube(kube, func() versions.Versions { n := v; n.CoreDNS = "v1.15.1"; return n }()),
+			"requires github.com/coredns/coredns v1.15.0 but versions.env says v1.15.1"},
+		{"kube coredns missing", CheckKube([]byte(strings.Replace(string(kube), "\tgithub.com/coredns/coredns v1.15.0\n", "", 1)), v),
+			"does not require github.com/coredns/coredns"},
 		{"flannel matches", CheckFlannel(RenderFlannel(v), v), ""},
 		{"flannel behind versions.env", CheckFlannel(RenderFlannel(v), newer), "requires github.com/flannel-io/flannel v0.28.10 but versions.env says v0.28.11"},
+		{"containerd matches", CheckContainerd(RenderContainerd(v), v), ""},
+		{"containerd behind versions.env", CheckContainerd(RenderContainerd(v), newer), "requires github.com/containerd/containerd/v2 v2.4.2 but versions.env says v2.4.3"},
+		{"containerd require missing", CheckContainerd([]byte("module x\n"), v), "does not require github.com/containerd/containerd/v2"},
 		{"flannel stand-in missing", CheckFlannel([]byte("module x\nrequire github.com/flannel-io/flannel v0.28.10\n"), v), "does not replace github.com/tencentcloud"},
 	}
 	for _, tt := range tests {
@@ -132,18 +186,18 @@ func TestCommittedModulesMatchVersions(t *testing.T) {
 	if err := CheckEtcd(etcd, v); err != nil {
 		t.Error(err)
 	}
-	coredns, err := os.ReadFile(filepath.Join(root, "coredns", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckCoreDNS(coredns, v); err != nil {
-		t.Error(err)
-	}
 	flannel, err := os.ReadFile(filepath.Join(root, "flannel", "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := CheckFlannel(flannel, v); err != nil {
+		t.Error(err)
+	}
+	containerd, err := os.ReadFile(filepath.Join(root, "containerd", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckContainerd(containerd, v); err != nil {
 		t.Error(err)
 	}
 }

@@ -19,7 +19,13 @@ type Step struct {
 	Args []string // the command line, starting with "go"
 	// Outputs are the files the step writes, relative to the output dir.
 	Outputs []string
+	// Links are symlinks made once the command has run (each also an
+	// Output): other names of a multi-call binary.
+	Links []Link
 }
+
+// Link is a symlink at Name (relative to the output dir) pointing at Target.
+type Link struct{ Name, Target string }
 
 // Paths tells the plan where things are.
 type Paths struct {
@@ -64,10 +70,19 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 	pureGo := []string{"CGO_ENABLED=0"}
 
 	containerdPkg := "github.com/containerd/containerd/v2"
+	containerdVersion := " -X " + containerdPkg + "/version.Version=" + v.Containerd +
+		" -X " + containerdPkg + "/version.Package=" + containerdPkg
 	cniPkg := "github.com/containernetworking/plugins"
 	flannelPkg := "github.com/flannel-io/flannel"
 	return []Step{
 		{
+			// Kubernetes and CoreDNS. CoreDNS's Makefile builds with the tag
+			// grpcnotrace (golang.org/x/net/trace left out of gRPC); the
+			// Kubernetes components are built without it, as upstream's are,
+			// so CoreDNS here has gRPC's tracing hooks linked but off. Its
+			// Makefile's one version flag, coremain.GitCommit, comes from git;
+			// a module has no commit, so it stays unset rather than made up
+			// (`coredns -version` still says CoreDNS-1.15.0).
 			Name: "kube", Dir: filepath.Join(p.Src, "kube"), Env: pureGo,
 			Args:    goBuild(strip+" "+kubeVersionFlags(v, in), nil, filepath.Join(bin, "kube"), "."),
 			Outputs: []string{"bin/kube"},
@@ -76,16 +91,6 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			Name: "etcd", Dir: filepath.Join(p.Src, "etcd"), Env: pureGo,
 			Args:    goBuild(strip, nil, filepath.Join(bin, "etcd"), "."),
 			Outputs: []string{"bin/etcd"},
-		},
-		{
-			// grpcnotrace is upstream's default build tag (its Makefile's
-			// GOTAGS): it leaves golang.org/x/net/trace out of gRPC. The
-			// Makefile's only version flag is coremain.GitCommit, from git;
-			// a module has no commit to give, so it stays unset rather than
-			// made up (`coredns -version` still says CoreDNS-1.15.0).
-			Name: "coredns", Dir: filepath.Join(p.Src, "coredns"), Env: pureGo,
-			Args:    goBuild(strip, []string{"-tags", "grpcnotrace"}, filepath.Join(bin, "coredns"), "."),
-			Outputs: []string{"bin/coredns"},
 		},
 		{
 			Name: "pause", Dir: p.Src, Env: pureGo,
@@ -103,15 +108,19 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			Outputs: []string{"bin/cairn-mount"},
 		},
 		{
-			Name: "containerd", Dir: p.Neutral, Env: append([]string{"GOBIN=" + bin}, pureGo...),
-			Args: goInstall(strip+
-				" -X "+containerdPkg+"/version.Version="+v.Containerd+
-				" -X "+containerdPkg+"/version.Package="+containerdPkg,
-				nil,
-				containerdPkg+"/cmd/containerd@"+v.Containerd,
-				containerdPkg+"/cmd/containerd-shim-runc-v2@"+v.Containerd,
-				containerdPkg+"/cmd/ctr@"+v.Containerd),
-			Outputs: []string{"bin/containerd", "bin/containerd-shim-runc-v2", "bin/ctr"},
+			// One multi-call binary for the daemon and its runc shim (see
+			// containerd/main.go), built in the containerd/ wrapper, whose
+			// go.mod resolves what containerd's own go.mod selects.
+			Name: "containerd", Dir: filepath.Join(p.Src, "containerd"), Env: pureGo,
+			Args:    goBuild(strip+containerdVersion, nil, filepath.Join(bin, "containerd"), "."),
+			Links:   []Link{{"bin/containerd-shim-runc-v2", "containerd"}},
+			Outputs: []string{"bin/containerd", "bin/containerd-shim-runc-v2"},
+		},
+		{
+			// ctr is for tests and debugging only; the node does not need it.
+			Name: "ctr", Dir: filepath.Join(p.Src, "containerd"), Env: pureGo,
+			Args:    goBuild(strip+containerdVersion, nil, filepath.Join(bin, "ctr"), containerdPkg+"/cmd/ctr"),
+			Outputs: []string{"bin/ctr"},
 		},
 		{
 			// runc needs cgo for libseccomp; linked as a static PIE like
@@ -140,10 +149,15 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			// is C (upstream builds it with cgo and -static too), and no build
 			// tag leaves it or any other backend out; netgo and osusergo keep
 			// glibc's resolver and user lookup, which cannot work statically
-			// linked, out of the binary.
+			// linked, out of the binary. grpcnotrace is gRPC's tag that leaves
+			// golang.org/x/net/trace out (its etcd client's gRPC; tracing is
+			// off unless grpc.EnableTracing is set, which flannel never does):
+			// with it went the last importer of text/template, whose
+			// reflection makes the linker keep every exported method of every
+			// type — a third of the binary (54 MB -> 36 MB).
 			Name: "flannel", Dir: filepath.Join(p.Src, "flannel"), Env: []string{"CGO_ENABLED=1"},
 			Args: goBuild(strip+" -X "+flannelPkg+"/pkg/version.Version="+v.Flannel+" -linkmode external -extldflags -static",
-				[]string{"-tags", "netgo osusergo"}, filepath.Join(bin, "flanneld"), flannelPkg),
+				[]string{"-tags", "netgo osusergo grpcnotrace"}, filepath.Join(bin, "flanneld"), flannelPkg),
 			Outputs: []string{"bin/flanneld"},
 		},
 		HostTools(p, "-out", p.HostTools),

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +33,11 @@ func TestPlanGolden(t *testing.T) {
 		for _, a := range s.Args {
 			fmt.Fprintf(&b, "  %s\n", a)
 		}
-		fmt.Fprintf(&b, "outputs: %s\n\n", strings.Join(s.Outputs, " "))
+		fmt.Fprintf(&b, "outputs: %s\n", strings.Join(s.Outputs, " "))
+		for _, l := range s.Links {
+			fmt.Fprintf(&b, "link: %s -> %s\n", l.Name, l.Target)
+		}
+		b.WriteString("\n")
 	}
 	got := b.String()
 	const path = "testdata/plan.golden"
@@ -77,8 +82,8 @@ func TestPlanInvariants(t *testing.T) {
 				t.Errorf("runc step = %q env %v, want cgo with -static-pie", args, s.Env)
 			}
 		case "flannel":
-			if cgo != "CGO_ENABLED=1" || !strings.Contains(args, "-extldflags -static") || !strings.Contains(args, "netgo osusergo") {
-				t.Errorf("flannel step = %q env %v, want cgo linked -static with netgo osusergo", args, s.Env)
+			if cgo != "CGO_ENABLED=1" || !strings.Contains(args, "-extldflags -static") || !strings.Contains(args, "netgo osusergo grpcnotrace") {
+				t.Errorf("flannel step = %q env %v, want cgo linked -static with netgo osusergo grpcnotrace", args, s.Env)
 			}
 		default:
 			if cgo != "CGO_ENABLED=0" {
@@ -90,6 +95,11 @@ func TestPlanInvariants(t *testing.T) {
 				t.Errorf("output %s built twice", o)
 			}
 			seen[o] = true
+		}
+		for _, l := range s.Links {
+			if !slices.Contains(s.Outputs, l.Name) || strings.Contains(l.Target, "/") || !slices.Contains(s.Outputs, "bin/"+l.Target) {
+				t.Errorf("step %s link %s -> %s: want an output naming another output of the step in the same directory", s.Name, l.Name, l.Target)
+			}
 		}
 	}
 	kube := strings.Join(plan[0].Args, " ")

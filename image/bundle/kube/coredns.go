@@ -1,5 +1,6 @@
-// Command coredns is CoreDNS of the pinned version with a chosen set of its
-// standard plugins (plugin.cfg), registered the way upstream's generated
+// CoreDNS, the kube binary's coredns component: CoreDNS of the pinned version
+// with a chosen set of its standard plugins (plugin.cfg), registered the way
+// upstream's generated
 // core/plugin/zplugin.go does: by importing each plugin package for its
 // init(). The order plugins run in does not come from this file: it is
 // dnsserver.Directives (core/dnsserver/zdirectives.go, generated from the full
@@ -9,8 +10,9 @@
 // without it.
 //
 // Left out, because each pulls in a cloud SDK, a database or a tracer that a
-// cluster DNS server does not use (measured growth of the stripped binary
-// when added back, image/bundle/README.md has the whole table):
+// cluster DNS server does not use (measured growth of the stripped CoreDNS
+// binary when added back, before CoreDNS joined this binary;
+// image/bundle/README.md has the whole table):
 //
 //	trace      Datadog and Zipkin tracers     +6.3 MiB
 //	dnssec     AWS SDK (keys from Secrets     +3.6 MiB
@@ -30,6 +32,9 @@
 package main
 
 import (
+	"flag"
+	"slices"
+
 	"github.com/coredns/coredns/coremain"
 
 	// Sorted like zplugin.go: the import order changes nothing, the
@@ -89,6 +94,27 @@ import (
 	_ "github.com/coredns/coredns/plugin/whoami"
 )
 
-func main() {
+// runCoreDNS is upstream's main: coremain reads its flags from Go's
+// flag.CommandLine.
+func runCoreDNS() int {
 	coremain.Run()
+	return 0
+}
+
+// coreDNSGoFlags are the flags coremain registers on Go's flag.CommandLine at
+// init. kube-proxy adds every Go flag to its own flag set (for cadvisor's
+// --boot-id-file and --machine-id-file), where CoreDNS's -version would
+// shadow kube-proxy's --version and -conf, -p and the rest would show in its
+// help: every component but CoreDNS runs without them.
+var coreDNSGoFlags = []string{"conf", "plugins", "pidfile", "version", "quiet", "log-format", "dns.port", "p"}
+
+// dropCoreDNSFlags replaces flag.CommandLine by a copy without CoreDNS's flags.
+func dropCoreDNSFlags() {
+	fs := flag.NewFlagSet(flag.CommandLine.Name(), flag.CommandLine.ErrorHandling())
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(coreDNSGoFlags, f.Name) {
+			fs.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	flag.CommandLine = fs
 }
