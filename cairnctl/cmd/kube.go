@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,11 +66,16 @@ and exits non-zero if any check fails.`,
 					ctx, cancel = context.WithTimeout(ctx, wait)
 				}
 				defer cancel()
+				// The last answer is what the node said before time ran out: a wait that ends in a timeout
+				// shows which checks still failed and why, not only that it timed out.
 				var r *machine.HealthResponse
 				var err error
 				for {
-					r, err = nc.Health(ctx, &machine.HealthRequest{})
-					if (err == nil && r.Ok) || wait == 0 || ctx.Err() != nil {
+					resp, rerr := nc.Health(ctx, &machine.HealthRequest{})
+					if rerr == nil || r == nil {
+						r, err = resp, rerr
+					}
+					if (rerr == nil && resp.Ok) || wait == 0 || ctx.Err() != nil {
 						break
 					}
 					select {
@@ -77,7 +83,7 @@ and exits non-zero if any check fails.`,
 					case <-time.After(3 * time.Second):
 					}
 				}
-				if err != nil {
+				if r == nil {
 					return err
 				}
 				if g.output == "json" {
@@ -93,7 +99,16 @@ and exits non-zero if any check fails.`,
 				}
 				w.Flush()
 				if !r.Ok {
-					return fmt.Errorf("not healthy")
+					var failed []string
+					for _, c := range r.Checks {
+						if !c.Ok {
+							failed = append(failed, c.Name)
+						}
+					}
+					if wait > 0 {
+						return fmt.Errorf("not healthy after waiting %v: %s", wait, strings.Join(failed, ", "))
+					}
+					return fmt.Errorf("not healthy: %s", strings.Join(failed, ", "))
 				}
 				return nil
 			})
