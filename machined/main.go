@@ -18,6 +18,7 @@ var (
 )
 
 func main() {
+	tuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, os.Args[1:]); err != nil {

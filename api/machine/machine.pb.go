@@ -193,8 +193,12 @@ type StatusResponse struct {
 	// it, so the node's private key never leaves the node.
 	MachinePublicKey []byte `protobuf:"bytes,13,opt,name=machine_public_key,json=machinePublicKey,proto3" json:"machine_public_key,omitempty"`
 	MachinedRssBytes uint64 `protobuf:"varint,14,opt,name=machined_rss_bytes,json=machinedRssBytes,proto3" json:"machined_rss_bytes,omitempty"` // machined's resident memory
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Of which: private memory (heap, stacks: what machined itself holds), and pages of files it maps (its
+	// own binary, mostly: page cache, shared and reclaimable).
+	MachinedRssAnonBytes uint64 `protobuf:"varint,15,opt,name=machined_rss_anon_bytes,json=machinedRssAnonBytes,proto3" json:"machined_rss_anon_bytes,omitempty"`
+	MachinedRssFileBytes uint64 `protobuf:"varint,16,opt,name=machined_rss_file_bytes,json=machinedRssFileBytes,proto3" json:"machined_rss_file_bytes,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -321,6 +325,20 @@ func (x *StatusResponse) GetMachinePublicKey() []byte {
 func (x *StatusResponse) GetMachinedRssBytes() uint64 {
 	if x != nil {
 		return x.MachinedRssBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMachinedRssAnonBytes() uint64 {
+	if x != nil {
+		return x.MachinedRssAnonBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMachinedRssFileBytes() uint64 {
+	if x != nil {
+		return x.MachinedRssFileBytes
 	}
 	return 0
 }
@@ -3310,6 +3328,74 @@ func (x *ImageRemoveResponse) GetRemoved() []string {
 	return nil
 }
 
+type ProfileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`        // heap, allocs, goroutine, threadcreate, block, mutex, cpu; or metrics (runtime/metrics, text)
+	Seconds       uint32                 `protobuf:"varint,2,opt,name=seconds,proto3" json:"seconds,omitempty"` // cpu: how long to sample (0: 10 s; at most 300)
+	Debug         uint32                 `protobuf:"varint,3,opt,name=debug,proto3" json:"debug,omitempty"`     // 0: pprof's gzipped protobuf; 1 or 2: text (heap's 1 ends with runtime.MemStats)
+	Gc            bool                   `protobuf:"varint,4,opt,name=gc,proto3" json:"gc,omitempty"`           // heap: collect garbage first, so the in-use figures are those of live objects
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProfileRequest) Reset() {
+	*x = ProfileRequest{}
+	mi := &file_machine_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProfileRequest) ProtoMessage() {}
+
+func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
+func (*ProfileRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ProfileRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProfileRequest) GetSeconds() uint32 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *ProfileRequest) GetDebug() uint32 {
+	if x != nil {
+		return x.Debug
+	}
+	return 0
+}
+
+func (x *ProfileRequest) GetGc() bool {
+	if x != nil {
+		return x.Gc
+	}
+	return false
+}
+
 var File_machine_proto protoreflect.FileDescriptor
 
 const file_machine_proto_rawDesc = "" +
@@ -3323,7 +3409,7 @@ const file_machine_proto_rawDesc = "" +
 	"go_version\x18\x03 \x01(\tR\tgoVersion\x12-\n" +
 	"\x12kubernetes_version\x18\x04 \x01(\tR\x11kubernetesVersion\x12\x12\n" +
 	"\x04arch\x18\x05 \x01(\tR\x04arch\"\x0f\n" +
-	"\rStatusRequest\"\xe7\x03\n" +
+	"\rStatusRequest\"\xd5\x04\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1b\n" +
 	"\tlocked_by\x18\x02 \x01(\tR\blockedBy\x12!\n" +
@@ -3341,7 +3427,9 @@ const file_machine_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\f \x01(\tR\tclusterId\x12,\n" +
 	"\x12machine_public_key\x18\r \x01(\fR\x10machinePublicKey\x12,\n" +
-	"\x12machined_rss_bytes\x18\x0e \x01(\x04R\x10machinedRssBytes\"b\n" +
+	"\x12machined_rss_bytes\x18\x0e \x01(\x04R\x10machinedRssBytes\x125\n" +
+	"\x17machined_rss_anon_bytes\x18\x0f \x01(\x04R\x14machinedRssAnonBytes\x125\n" +
+	"\x17machined_rss_file_bytes\x18\x10 \x01(\x04R\x14machinedRssFileBytes\"b\n" +
 	"\vInitRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12#\n" +
 	"\retcd_snapshot\x18\x02 \x01(\fR\fetcdSnapshot\x12\x16\n" +
@@ -3543,7 +3631,12 @@ const file_machine_proto_rawDesc = "" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"/\n" +
 	"\x13ImageRemoveResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x03(\tR\aremoved2\xef\x12\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved\"d\n" +
+	"\x0eProfileRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aseconds\x18\x02 \x01(\rR\aseconds\x12\x14\n" +
+	"\x05debug\x18\x03 \x01(\rR\x05debug\x12\x0e\n" +
+	"\x02gc\x18\x04 \x01(\bR\x02gc2\xc7\x13\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -3571,7 +3664,8 @@ const file_machine_proto_rawDesc = "" +
 	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponse\x12j\n" +
 	"\vImageImport\x12*.cairn.machine.v1alpha1.ImageImportRequest\x1a+.cairn.machine.v1alpha1.ImageImportResponse(\x010\x01\x12`\n" +
 	"\tImageList\x12(.cairn.machine.v1alpha1.ImageListRequest\x1a).cairn.machine.v1alpha1.ImageListResponse\x12f\n" +
-	"\vImageRemove\x12*.cairn.machine.v1alpha1.ImageRemoveRequest\x1a+.cairn.machine.v1alpha1.ImageRemoveResponseB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
+	"\vImageRemove\x12*.cairn.machine.v1alpha1.ImageRemoveRequest\x1a+.cairn.machine.v1alpha1.ImageRemoveResponse\x12V\n" +
+	"\aProfile\x12&.cairn.machine.v1alpha1.ProfileRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01B/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
 
 var (
 	file_machine_proto_rawDescOnce sync.Once
@@ -3585,7 +3679,7 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),          // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),         // 1: cairn.machine.v1alpha1.VersionResponse
@@ -3644,16 +3738,17 @@ var file_machine_proto_goTypes = []any{
 	(*ImageListResponse)(nil),       // 54: cairn.machine.v1alpha1.ImageListResponse
 	(*ImageRemoveRequest)(nil),      // 55: cairn.machine.v1alpha1.ImageRemoveRequest
 	(*ImageRemoveResponse)(nil),     // 56: cairn.machine.v1alpha1.ImageRemoveResponse
-	(*timestamppb.Timestamp)(nil),   // 57: google.protobuf.Timestamp
+	(*ProfileRequest)(nil),          // 57: cairn.machine.v1alpha1.ProfileRequest
+	(*timestamppb.Timestamp)(nil),   // 58: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
-	57, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	58, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
 	8,  // 1: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	57, // 2: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	57, // 3: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	57, // 4: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	58, // 2: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	58, // 3: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	58, // 4: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
 	24, // 5: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	57, // 6: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	58, // 6: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
 	24, // 7: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
 	29, // 8: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
 	31, // 9: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
@@ -3662,7 +3757,7 @@ var file_machine_proto_depIdxs = []int32{
 	34, // 12: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
 	37, // 13: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
 	42, // 14: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	57, // 15: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	58, // 15: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
 	48, // 16: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
 	50, // 17: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
 	51, // 18: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
@@ -3694,34 +3789,36 @@ var file_machine_proto_depIdxs = []int32{
 	47, // 44: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
 	53, // 45: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
 	55, // 46: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	1,  // 47: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	3,  // 48: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	18, // 49: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	18, // 50: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	7,  // 51: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	10, // 52: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	12, // 53: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	14, // 54: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	16, // 55: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
-	18, // 56: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	21, // 57: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	21, // 58: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	23, // 59: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	28, // 60: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	33, // 61: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	36, // 62: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	26, // 63: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	26, // 64: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	26, // 65: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	39, // 66: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	41, // 67: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	44, // 68: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	46, // 69: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	49, // 70: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	54, // 71: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	56, // 72: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	47, // [47:73] is the sub-list for method output_type
-	21, // [21:47] is the sub-list for method input_type
+	57, // 47: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	1,  // 48: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	3,  // 49: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	18, // 50: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	18, // 51: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	7,  // 52: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	10, // 53: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	12, // 54: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	14, // 55: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	16, // 56: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
+	18, // 57: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	21, // 58: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	21, // 59: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	23, // 60: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	28, // 61: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	33, // 62: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	36, // 63: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	26, // 64: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	26, // 65: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	26, // 66: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	39, // 67: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	41, // 68: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	44, // 69: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	46, // 70: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	49, // 71: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	54, // 72: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	56, // 73: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	44, // 74: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	48, // [48:75] is the sub-list for method output_type
+	21, // [21:48] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -3746,7 +3843,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

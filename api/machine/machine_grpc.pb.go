@@ -50,6 +50,7 @@ const (
 	Machine_ImageImport_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageImport"
 	Machine_ImageList_FullMethodName       = "/cairn.machine.v1alpha1.Machine/ImageList"
 	Machine_ImageRemove_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageRemove"
+	Machine_Profile_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Profile"
 )
 
 // MachineClient is the client API for Machine service.
@@ -99,6 +100,10 @@ type MachineClient interface {
 	// ImageRemove refuses (FailedPrecondition) to remove an image the node's bundle carries (the control
 	// plane's, the pause image, the kubelet's, the add-ons') unless force is set.
 	ImageRemove(ctx context.Context, in *ImageRemoveRequest, opts ...grpc.CallOption) (*ImageRemoveResponse, error)
+	// Debugging. Profile streams a runtime profile of machined itself in pprof's format (`go tool pprof`
+	// reads it), since a node has no shell to run a profiler in. Admins only: a profile names machined's
+	// code paths and may hold fragments of what it was handling. The last chunk carries the SHA-256.
+	Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error)
 }
 
 type machineClient struct {
@@ -426,6 +431,25 @@ func (c *machineClient) ImageRemove(ctx context.Context, in *ImageRemoveRequest,
 	return out, nil
 }
 
+func (c *machineClient) Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[7], Machine_Profile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProfileRequest, DataChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_ProfileClient = grpc.ServerStreamingClient[DataChunk]
+
 // MachineServer is the server API for Machine service.
 // All implementations must embed UnimplementedMachineServer
 // for forward compatibility.
@@ -473,6 +497,10 @@ type MachineServer interface {
 	// ImageRemove refuses (FailedPrecondition) to remove an image the node's bundle carries (the control
 	// plane's, the pause image, the kubelet's, the add-ons') unless force is set.
 	ImageRemove(context.Context, *ImageRemoveRequest) (*ImageRemoveResponse, error)
+	// Debugging. Profile streams a runtime profile of machined itself in pprof's format (`go tool pprof`
+	// reads it), since a node has no shell to run a profiler in. Admins only: a profile names machined's
+	// code paths and may hold fragments of what it was handling. The last chunk carries the SHA-256.
+	Profile(*ProfileRequest, grpc.ServerStreamingServer[DataChunk]) error
 	mustEmbedUnimplementedMachineServer()
 }
 
@@ -560,6 +588,9 @@ func (UnimplementedMachineServer) ImageList(context.Context, *ImageListRequest) 
 }
 func (UnimplementedMachineServer) ImageRemove(context.Context, *ImageRemoveRequest) (*ImageRemoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ImageRemove not implemented")
+}
+func (UnimplementedMachineServer) Profile(*ProfileRequest, grpc.ServerStreamingServer[DataChunk]) error {
+	return status.Error(codes.Unimplemented, "method Profile not implemented")
 }
 func (UnimplementedMachineServer) mustEmbedUnimplementedMachineServer() {}
 func (UnimplementedMachineServer) testEmbeddedByValue()                 {}
@@ -997,6 +1028,17 @@ func _Machine_ImageRemove_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_Profile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ProfileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MachineServer).Profile(m, &grpc.GenericServerStream[ProfileRequest, DataChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_ProfileServer = grpc.ServerStreamingServer[DataChunk]
+
 // Machine_ServiceDesc is the grpc.ServiceDesc for Machine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1117,6 +1159,11 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Machine_ImageImport_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Profile",
+			Handler:       _Machine_Profile_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "machine.proto",

@@ -71,7 +71,11 @@ func newStatus(g *globals) *cobra.Command {
 					row("up", ago(s.BootTime.AsTime()))
 				}
 				if s.MachinedRssBytes > 0 {
-					row("machined memory", humanSize(s.MachinedRssBytes))
+					mem := humanSize(s.MachinedRssBytes)
+					if s.MachinedRssAnonBytes+s.MachinedRssFileBytes > 0 {
+						mem += fmt.Sprintf(" (private %s, file pages %s)", humanSize(s.MachinedRssAnonBytes), humanSize(s.MachinedRssFileBytes))
+					}
+					row("machined memory", mem)
 				}
 				if s.Sandbox {
 					row("sandbox", "yes")

@@ -1,6 +1,11 @@
 // Package etcdops runs the etcd operations of a control-plane node for the API: list the members, stream
 // a consistent snapshot; and the restore half of Init from a snapshot, which turns a snapshot file into a
 // data directory for a new single-member cluster.
+//
+// It speaks etcd's v3 API through the JSON gateway every etcd member serves on its client URLs (POST
+// /v3/cluster/member/list, ...), over HTTPS with a client certificate, rather than with etcd's Go client:
+// that client brings the gRPC stubs and protobuf descriptors of etcd's whole API (and registers them
+// when the process starts) into machined, PID 1, for the five calls it makes.
 package etcdops
 
 import (
@@ -17,20 +22,15 @@ import (
 	"sort"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/cairn-os/cairn/machined/internal/server"
 )
 
 // DefaultEndpoint is etcd's client URL on the node's loopback.
 const DefaultEndpoint = "https://127.0.0.1:2379"
 
-// Timeouts: etcd on this node answers at once or not at all; only the snapshot itself may take long.
-const (
-	dialTimeout        = 5 * time.Second
-	DefaultCallTimeout = 10 * time.Second
-)
+// DefaultCallTimeout bounds a call: etcd on this node answers at once or not at all; only the snapshot
+// itself may take long.
+const DefaultCallTimeout = 10 * time.Second
 
 // Client implements server.EtcdOps against the node's own etcd member, with the kubeadm-layout
 // healthcheck client certificate (kube.Layout.PKIFile(kube.EtcdHealthcheckCert), ...).
@@ -41,8 +41,7 @@ type Client struct {
 	CACert    string // the etcd CA's certificate file
 	Cert      string // a client certificate file signed by the etcd CA
 	Key       string // its key file
-	// Timeout bounds each call but the snapshot's transfer (0: DefaultCallTimeout); the client retries
-	// until then, so it is also how long an etcd that does not answer takes to be reported.
+	// Timeout bounds each call but the snapshot's transfer (0: DefaultCallTimeout).
 	Timeout time.Duration
 }
 
@@ -81,15 +80,13 @@ func (e *UnavailableError) Unavailable() {}
 
 // Members lists the cluster's members, by name.
 func (c *Client) Members(ctx context.Context) ([]server.EtcdMember, error) {
-	cli, err := c.connect(ctx)
+	hc, err := c.httpClient()
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
-	cctx, cancel := context.WithTimeout(ctx, c.timeout())
-	defer cancel()
-	resp, err := cli.MemberList(cctx)
-	if err != nil {
+	defer hc.CloseIdleConnections()
+	var resp memberListResponse
+	if err := c.call(ctx, hc, "/v3/cluster/member/list", struct{}{}, &resp); err != nil {
 		return nil, c.unavailable(ctx, fmt.Errorf("member list: %w", err))
 	}
 	out := make([]server.EtcdMember, 0, len(resp.Members))
@@ -101,31 +98,23 @@ func (c *Client) Members(ctx context.Context) ([]server.EtcdMember, error) {
 	return out, nil
 }
 
-// Snapshot streams a consistent snapshot of the member's database to w and returns the SHA-256 of the
-// bytes written. etcd ends the stream with its own checksum of the database, which a restore verifies.
+// Snapshot streams a consistent snapshot of the member's data into w, as etcd sends it: the database,
+// then the SHA-256 of the database that etcd appends (a restore checks it). It returns the SHA-256 of
+// everything written.
 func (c *Client) Snapshot(ctx context.Context, w io.Writer) (string, error) {
-	cli, err := c.connect(ctx)
+	hc, err := c.httpClient()
 	if err != nil {
 		return "", err
 	}
-	defer cli.Close()
-	// Ask for the member's status first, with a timeout: a member that does not answer is reported now
-	// rather than when the caller gives up; the snapshot itself has no time limit.
-	sctx, cancel := context.WithTimeout(ctx, c.timeout())
-	_, err = cli.Status(sctx, c.endpoint())
-	cancel()
-	if err != nil {
+	defer hc.CloseIdleConnections()
+	// A short call first, so an etcd that is not there is reported as such rather than as a failed
+	// transfer.
+	if err := c.call(ctx, hc, "/v3/maintenance/status", struct{}{}, nil); err != nil {
 		return "", c.unavailable(ctx, fmt.Errorf("status: %w", err))
 	}
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		return "", c.unavailable(ctx, fmt.Errorf("snapshot: %w", err))
-	}
-	defer rc.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), rc)
-	if err != nil {
-		return "", fmt.Errorf("etcd snapshot after %d bytes: %w", n, err)
+	if err := c.snapshot(ctx, hc, io.MultiWriter(w, h)); err != nil {
+		return "", c.unavailable(ctx, fmt.Errorf("snapshot: %w", err))
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -146,27 +135,14 @@ func (c *Client) endpoints() []string {
 	return []string{DefaultEndpoint}
 }
 
-// unavailable wraps a call's error, unless the caller has gone.
+// unavailable wraps a failed call, unless the caller gave up (its own context error then). etcd's own
+// refusals (too many learners, ...) are wrapped too: the cluster cannot do it now, and the message says
+// why.
 func (c *Client) unavailable(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return &UnavailableError{Endpoint: c.endpoint(), Err: err}
-}
-
-func (c *Client) connect(ctx context.Context) (*clientv3.Client, error) {
-	tc, err := c.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: c.endpoints(), TLS: tc, DialTimeout: dialTimeout, Context: ctx,
-		Logger: zap.NewNop(), // errors come back to the caller; etcd's chatter has no reader here
-	})
-	if err != nil {
-		return nil, c.unavailable(ctx, err)
-	}
-	return cli, nil
 }
 
 func (c *Client) tlsConfig() (*tls.Config, error) {

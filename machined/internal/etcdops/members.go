@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"net/http"
 )
 
 // Membership changes for control-plane joins and leaves. A new member always comes in as a learner: it
@@ -27,15 +25,22 @@ type Peer struct {
 // ErrNotInSync is returned by Promote while the learner has not caught up with the leader; try again.
 var ErrNotInSync = errors.New("the learner is not in sync with the leader yet")
 
+// etcd's answers to a promotion it refuses (the messages of its API's errors), which mean "done
+// already" and "not yet".
+const (
+	msgNotLearner      = "etcdserver: can only promote a learner member"
+	msgLearnerNotReady = "etcdserver: can only promote a learner member which is in sync with leader"
+)
+
 // AddLearner adds a learner member that will listen on peerURL and returns its ID and every member
 // afterwards. A member that already has peerURL (a join retried after the ticket was lost) is returned
 // instead of adding a second one.
 func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, []Peer, error) {
 	var id uint64
 	var peers []Peer
-	err := c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		list, err := cli.MemberList(ctx)
-		if err != nil {
+	err := c.with(ctx, func(ctx context.Context, hc *http.Client) error {
+		var list memberListResponse
+		if err := c.call(ctx, hc, "/v3/cluster/member/list", struct{}{}, &list); err != nil {
 			return fmt.Errorf("member list: %w", err)
 		}
 		peers = toPeers(list.Members)
@@ -45,8 +50,8 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, []Peer
 				return nil
 			}
 		}
-		add, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
-		if err != nil {
+		var add memberAddResponse
+		if err := c.call(ctx, hc, "/v3/cluster/member/add", memberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true}, &add); err != nil {
 			return fmt.Errorf("add a learner at %s: %w", peerURL, err)
 		}
 		id, peers = add.Member.ID, toPeers(add.Members)
@@ -58,18 +63,21 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, []Peer
 // Promote makes learner id a voting member. It returns nil when id votes already, and ErrNotInSync while
 // the learner is catching up.
 func (c *Client) Promote(ctx context.Context, id uint64) error {
-	return c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.MemberPromote(ctx, id)
-		if err == nil {
-			return nil
+	return c.with(ctx, func(ctx context.Context, hc *http.Client) error {
+		err := c.call(ctx, hc, "/v3/cluster/member/promote", memberIDRequest{ID: id}, nil)
+		var se *StatusError
+		if errors.As(err, &se) {
+			switch se.Message {
+			case msgNotLearner:
+				return nil
+			case msgLearnerNotReady:
+				return ErrNotInSync
+			}
 		}
-		switch rpctypes.ErrorDesc(err) {
-		case rpctypes.ErrorDesc(rpctypes.ErrGRPCMemberNotLearner):
-			return nil
-		case rpctypes.ErrorDesc(rpctypes.ErrGRPCLearnerNotReady):
-			return ErrNotInSync
+		if err != nil {
+			return fmt.Errorf("promote member %x: %w", id, err)
 		}
-		return fmt.Errorf("promote member %x: %w", id, err)
+		return nil
 	})
 }
 
@@ -78,9 +86,9 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 // a member was removed.
 func (c *Client) Leave(ctx context.Context, peerURL string) (bool, error) {
 	removed := false
-	err := c.with(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		list, err := cli.MemberList(ctx)
-		if err != nil {
+	err := c.with(ctx, func(ctx context.Context, hc *http.Client) error {
+		var list memberListResponse
+		if err := c.call(ctx, hc, "/v3/cluster/member/list", struct{}{}, &list); err != nil {
 			return fmt.Errorf("member list: %w", err)
 		}
 		if len(list.Members) < 2 {
@@ -88,7 +96,7 @@ func (c *Client) Leave(ctx context.Context, peerURL string) (bool, error) {
 		}
 		for _, m := range list.Members {
 			if slices.Contains(m.PeerURLs, peerURL) {
-				if _, err := cli.MemberRemove(ctx, m.ID); err != nil {
+				if err := c.call(ctx, hc, "/v3/cluster/member/remove", memberIDRequest{ID: m.ID}, nil); err != nil {
 					return fmt.Errorf("remove member %s (%x): %w", m.Name, m.ID, err)
 				}
 				removed = true
@@ -99,23 +107,21 @@ func (c *Client) Leave(ctx context.Context, peerURL string) (bool, error) {
 	return removed, err
 }
 
-// with runs f with a connected client and the call timeout, wrapping a failure as Unavailable.
-func (c *Client) with(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
-	cli, err := c.connect(ctx)
+// with runs f with a client for the operation, wrapping a failure as Unavailable.
+func (c *Client) with(ctx context.Context, f func(context.Context, *http.Client) error) error {
+	hc, err := c.httpClient()
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	cctx, cancel := context.WithTimeout(ctx, c.timeout())
-	defer cancel()
-	err = f(cctx, cli)
+	defer hc.CloseIdleConnections()
+	err = f(ctx, hc)
 	if err == nil || errors.Is(err, ErrNotInSync) {
 		return err
 	}
 	return c.unavailable(ctx, err)
 }
 
-func toPeers(ms []*etcdserverpb.Member) []Peer {
+func toPeers(ms []member) []Peer {
 	out := make([]Peer, 0, len(ms))
 	for _, m := range ms {
 		p := Peer{ID: m.ID, Name: m.Name}

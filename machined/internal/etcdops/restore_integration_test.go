@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,9 +122,8 @@ func startMember(t *testing.T, bin string, p testPKI, dataDir, name, peerURL, in
 	if state == "existing" {
 		// A learner answers status calls only.
 		ready = func() error {
-			return c.with(context.Background(), func(ctx context.Context, cli *clientv3.Client) error {
-				_, err := cli.Status(ctx, e.clientURL)
-				return err
+			return c.with(context.Background(), func(ctx context.Context, hc *http.Client) error {
+				return c.call(ctx, hc, "/v3/maintenance/status", struct{}{}, nil)
 			})
 		}
 	}

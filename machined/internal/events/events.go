@@ -3,6 +3,7 @@
 package events
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -62,7 +63,9 @@ func NewBus(now func() time.Time, state func() string) *Bus {
 	if now == nil {
 		now = time.Now
 	}
-	return &Bus{ring: make([]Event, Size), subs: map[chan Event]struct{}{}, now: now, state: state}
+	// The ring grows as events arrive, up to Size: a node in Running publishes few, and a full ring of
+	// events is a few hundred KB the collector would scan on every cycle.
+	return &Bus{subs: map[chan Event]struct{}{}, now: now, state: state}
 }
 
 // SetState sets the function that stamps each event with the node's state.
@@ -89,9 +92,14 @@ func (b *Bus) Publish(e Event) Event {
 	if e.Time.IsZero() {
 		e.Time = b.now()
 	}
-	b.ring[b.next] = e
-	b.next = (b.next + 1) % len(b.ring)
-	if b.next == 0 {
+	if len(b.ring) < Size {
+		if len(b.ring) == cap(b.ring) { // grow by doubling, but never past Size
+			b.ring = slices.Grow(b.ring, min(max(len(b.ring), 32), Size-len(b.ring)))
+		}
+		b.ring = append(b.ring, e)
+	} else {
+		b.ring[b.next] = e
+		b.next = (b.next + 1) % Size
 		b.full = true
 	}
 	for ch := range b.subs {
@@ -114,10 +122,12 @@ func (b *Bus) History(tail int) []Event {
 
 func (b *Bus) history(tail int) []Event {
 	var out []Event
-	if b.full {
+	if !b.full {
+		out = append(out, b.ring...)
+	} else {
 		out = append(out, b.ring[b.next:]...)
+		out = append(out, b.ring[:b.next]...)
 	}
-	out = append(out, b.ring[:b.next]...)
 	if tail > 0 && len(out) > tail {
 		out = out[len(out)-tail:]
 	}

@@ -2,6 +2,7 @@ package logring
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,19 +10,54 @@ import (
 
 func TestRingKeepsTheLastLines(t *testing.T) {
 	r := New()
-	for i := 0; i < Lines+5; i++ {
-		r.Add(strings.Repeat("x", i%3))
+	const lines = 3 * Budget / 100 // well over what the budget holds
+	for i := 0; i < lines; i++ {
+		r.Add(fmt.Sprintf("%06d %s", i, strings.Repeat("x", i%90)))
 	}
-	if got := len(r.Tail(0)); got != Lines {
-		t.Fatalf("kept %d lines, want %d", got, Lines)
+	kept := r.Tail(0)
+	size := 0
+	for i, l := range kept {
+		size += header + len(l.Text)
+		if want := fmt.Sprintf("%06d", lines-len(kept)+i); !strings.HasPrefix(l.Text, want) {
+			t.Fatalf("line %d of %d kept is %.6q, want %s: the ring must keep the last lines in order", i, len(kept), l.Text, want)
+		}
 	}
-	if got := r.Tail(2); len(got) != 2 {
-		t.Fatalf("Tail(2) = %d lines", len(got))
+	if size > Budget || size < Budget-2*chunkSize {
+		t.Errorf("kept %d bytes of lines, want between %d and the budget, %d", size, Budget-2*chunkSize, Budget)
+	}
+	if got := r.Tail(2); len(got) != 2 || got[1].Text != kept[len(kept)-1].Text {
+		t.Fatalf("Tail(2) = %d lines, want the last 2", len(got))
 	}
 	r.Add(strings.Repeat("y", MaxLine+10))
 	last := r.Tail(1)[0].Text
 	if len(last) > MaxLine+len("…") || !strings.HasSuffix(last, "…") {
 		t.Errorf("an over-long line was kept as %d bytes, want it cut at %d with a mark", len(last), MaxLine)
+	}
+}
+
+func TestConsumeCutsLongLinesAndGoesOn(t *testing.T) {
+	r := New()
+	in := "first\r\n" + strings.Repeat("z", 3*MaxLine) + "\n\nafter\nlast"
+	r.Consume(strings.NewReader(in))
+	var got []string
+	for _, l := range r.Tail(0) {
+		got = append(got, l.Text)
+	}
+	if len(got) != 5 || got[0] != "first" || got[2] != "" || got[3] != "after" || got[4] != "last" {
+		t.Fatalf("lines %.20q, want first, the long line, an empty one, after, last", got)
+	}
+	if len(got[1]) != MaxLine+len("…") || !strings.HasSuffix(got[1], "…") {
+		t.Errorf("the long line was kept as %d bytes, want it cut at %d with a mark", len(got[1]), MaxLine)
+	}
+}
+
+func TestTimesSurvive(t *testing.T) {
+	r := New()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	r.now = func() time.Time { return at }
+	r.Add("x")
+	if got := r.Tail(1)[0].Time; !got.Equal(at) {
+		t.Errorf("time %v, want %v", got, at)
 	}
 }
 

@@ -7,32 +7,48 @@ import (
 	"strconv"
 )
 
+// Memory is a process's resident memory in bytes.
+type Memory struct {
+	RSS  uint64 // all of it (VmRSS)
+	Anon uint64 // private memory: heap, stacks (RssAnon)
+	// File counts the pages of files the process maps, its own binary first (RssFile): page cache,
+	// shared with every other mapping of the file and reclaimable by the kernel.
+	File uint64
+}
+
 // RSS is the resident memory of process pid in bytes (pid 0: this process), read from procfs; 0 when
 // the process is gone or procfs does not say.
-func RSS(pid int) uint64 {
+func RSS(pid int) uint64 { return ResidentMemory(pid).RSS }
+
+// ResidentMemory is the resident memory of process pid (pid 0: this process), read from procfs; zero
+// when the process is gone or procfs does not say.
+func ResidentMemory(pid int) Memory {
 	name := "self"
 	if pid > 0 {
 		name = strconv.Itoa(pid)
 	}
 	b, err := os.ReadFile("/proc/" + name + "/status")
 	if err != nil {
-		return 0
+		return Memory{}
 	}
-	return parseRSS(b)
+	return parseMemory(b)
 }
 
-// parseRSS reads the VmRSS line of /proc/PID/status ("VmRSS:     1234 kB").
-func parseRSS(status []byte) uint64 {
+// parseMemory reads the VmRSS, RssAnon and RssFile lines of /proc/PID/status ("VmRSS:     1234 kB").
+func parseMemory(status []byte) Memory {
+	var m Memory
+	fields := map[string]*uint64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
 		f := bytes.Fields(sc.Bytes())
-		if len(f) == 3 && string(f[0]) == "VmRSS:" && string(f[2]) == "kB" {
-			kb, err := strconv.ParseUint(string(f[1]), 10, 64)
-			if err != nil {
-				return 0
+		if len(f) != 3 || string(f[2]) != "kB" {
+			continue
+		}
+		if dst, ok := fields[string(f[0])]; ok {
+			if kb, err := strconv.ParseUint(string(f[1]), 10, 64); err == nil {
+				*dst = kb << 10
 			}
-			return kb << 10
 		}
 	}
-	return 0
+	return m
 }

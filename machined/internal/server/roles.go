@@ -50,6 +50,8 @@ var roles = map[string][]string{
 	machine.Machine_Kubeconfig_FullMethodName:      admins,
 	machine.Machine_EtcdSnapshot_FullMethodName:    admins,
 	machine.Machine_CreateJoinToken_FullMethodName: admins,
+	// A profile shows machined's internals and may hold fragments of what it handled.
+	machine.Machine_Profile_FullMethodName: admins,
 
 	// Server reflection: any authenticated caller, so generic gRPC tools work.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      all,

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
+	"github.com/cairn-os/cairn/machined/internal/proc"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 	"github.com/cairn-os/cairn/machined/internal/volumes"
 )
@@ -47,8 +48,11 @@ type Server struct {
 	JoinTokens JoinTokens
 	Usage      volumes.Usage
 	Build      Build
-	// RSS is a process's resident memory in bytes, pid 0 being machined (proc.RSS; nil: not reported).
-	RSS func(pid int) uint64
+	// Memory is a process's resident memory, pid 0 being machined (proc.ResidentMemory; nil: not
+	// reported).
+	Memory func(pid int) proc.Memory
+	// Profiles are machined's own runtime profiles (nil: Unimplemented).
+	Profiles Profiler
 }
 
 // Build identifies the running binary.
@@ -94,8 +98,9 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 	if !st.BootTime.IsZero() {
 		r.BootTime = timestamppb.New(st.BootTime)
 	}
-	if s.RSS != nil {
-		r.MachinedRssBytes = s.RSS(0)
+	if s.Memory != nil {
+		m := s.Memory(0)
+		r.MachinedRssBytes, r.MachinedRssAnonBytes, r.MachinedRssFileBytes = m.RSS, m.Anon, m.File
 	}
 	return r, nil
 }
@@ -214,8 +219,8 @@ func (s *Server) serviceProto(i supervisor.Info) *machine.Service {
 	if !i.Since.IsZero() {
 		p.Since = timestamppb.New(i.Since)
 	}
-	if s.RSS != nil && i.PID > 0 {
-		p.RssBytes = s.RSS(i.PID)
+	if s.Memory != nil && i.PID > 0 {
+		p.RssBytes = s.Memory(i.PID).RSS
 	}
 	return p
 }
@@ -244,11 +249,12 @@ func toStatus(err error) error {
 		precond interface{ Precondition() }
 		missing interface{ NotFound() }
 		down    interface{ Unavailable() }
+		invalid interface{ InvalidArgument() }
 	)
 	switch {
 	case errors.As(err, &already):
 		return err
-	case errors.As(err, &cfgErr):
+	case errors.As(err, &cfgErr), errors.As(err, &invalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &held), errors.As(err, &busy):
 		return status.Error(codes.Aborted, err.Error())

@@ -170,6 +170,8 @@ func TestMutualTLSAfterTheLock(t *testing.T) {
 		{"reader kubeconfig (a secret)", client.Options{Context: ctxFor(client.RoleReader)}, kubeconfig, codes.PermissionDenied},
 		{"operator kubeconfig", client.Options{Context: ctxFor(client.RoleOperator)}, kubeconfig, codes.PermissionDenied},
 		{"reader reboot", client.Options{Context: ctxFor(client.RoleReader)}, reboot, codes.PermissionDenied},
+		{"reader profile", client.Options{Context: ctxFor(client.RoleReader)}, profileHeap, codes.PermissionDenied},
+		{"operator profile", client.Options{Context: ctxFor(client.RoleOperator)}, profileHeap, codes.PermissionDenied},
 		{"admin init again", client.Options{Context: ctxFor(client.RoleAdmin)}, func(mc machine.MachineClient) error {
 			s, err := mc.Init(ctx, &machine.InitRequest{Config: c.ControlPlaneYAML})
 			if err == nil {
@@ -204,6 +206,14 @@ func reset(mc machine.MachineClient) error {
 
 func reboot(mc machine.MachineClient) error {
 	_, err := mc.Reboot(context.Background(), &machine.RebootRequest{})
+	return err
+}
+
+func profileHeap(mc machine.MachineClient) error {
+	s, err := mc.Profile(context.Background(), &machine.ProfileRequest{Name: "heap"})
+	if err == nil {
+		_, err = s.Recv()
+	}
 	return err
 }
 

@@ -1,0 +1,126 @@
+// Package profile writes machined's own runtime profiles (runtime/pprof) for the Profile RPC. A node has no
+// shell and no port but the machine API's, so this is the one way to see what holds machined's memory or
+// time on a real node; it costs nothing until it is called, since runtime/pprof is linked in anyway.
+package profile
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"slices"
+	"time"
+)
+
+// Names are the profiles Write knows. "metrics" is not a pprof profile but the Go runtime's own
+// accounting (runtime/metrics) as text: where the memory the process maps goes, heap or not (GC
+// metadata, stacks, profiling buckets), which a heap profile does not show.
+var Names = []string{"heap", "allocs", "goroutine", "threadcreate", "block", "mutex", "cpu", "metrics"}
+
+// Limits of a CPU profile: long enough to catch a periodic task, short enough that a forgotten call does
+// not keep the profiler (and its small sampling cost) running.
+const (
+	DefaultCPU = 10 * time.Second
+	MaxCPU     = 300 * time.Second
+)
+
+// Request says which profile to write.
+type Request struct {
+	Name    string
+	Seconds uint32 // cpu only; 0: DefaultCPU
+	Debug   int    // 0: gzipped protobuf; 1, 2: pprof's text forms (not for cpu)
+	GC      bool   // heap: collect first, so in-use figures count live objects only
+}
+
+// InvalidError is a request that names no profile or asks for one in a form it has not.
+type InvalidError struct{ msg string }
+
+func (e *InvalidError) Error() string { return e.msg }
+
+// InvalidArgument marks the error for the API's error mapping.
+func (e *InvalidError) InvalidArgument() {}
+
+// BusyError is a CPU profile asked for while another one runs.
+type BusyError struct{ err error }
+
+func (e *BusyError) Error() string { return "another CPU profile is running: " + e.err.Error() }
+
+// Precondition marks the error for the API's error mapping: try again once the other profile is done.
+func (e *BusyError) Precondition() {}
+
+// Runtime writes this process's profiles.
+type Runtime struct{}
+
+// Write writes the profile req names to w. A CPU profile samples for req.Seconds, or until ctx ends.
+func (Runtime) Write(ctx context.Context, req Request, w io.Writer) error {
+	if !slices.Contains(Names, req.Name) {
+		return &InvalidError{fmt.Sprintf("unknown profile %q: want one of %v", req.Name, Names)}
+	}
+	if req.Debug < 0 || req.Debug > 2 {
+		return &InvalidError{fmt.Sprintf("debug %d: want 0 (pprof protobuf), 1 or 2 (text)", req.Debug)}
+	}
+	if req.Name == "metrics" {
+		return writeMetrics(w)
+	}
+	if req.Name == "cpu" {
+		if req.Debug != 0 {
+			return &InvalidError{"a cpu profile has no text form: use debug 0"}
+		}
+		return cpu(ctx, req.Seconds, w)
+	}
+	if req.GC && req.Name == "heap" {
+		runtime.GC()
+	}
+	p := pprof.Lookup(req.Name)
+	if p == nil {
+		return &InvalidError{fmt.Sprintf("no profile %q in this runtime", req.Name)}
+	}
+	return p.WriteTo(w, req.Debug)
+}
+
+func cpu(ctx context.Context, seconds uint32, w io.Writer) error {
+	d := time.Duration(seconds) * time.Second
+	if d == 0 {
+		d = DefaultCPU
+	}
+	if d > MaxCPU {
+		return &InvalidError{fmt.Sprintf("%s of CPU profile: at most %s", d, MaxCPU)}
+	}
+	// Only one CPU profile runs at a time in a process.
+	if err := pprof.StartCPUProfile(w); err != nil {
+		return &BusyError{err}
+	}
+	defer pprof.StopCPUProfile()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writeMetrics writes every runtime metric with a single value as "name value" lines; histograms are
+// left out (pprof's profiles cover pauses and latencies better).
+func writeMetrics(w io.Writer) error {
+	descs := metrics.All()
+	samples := make([]metrics.Sample, len(descs))
+	for i, d := range descs {
+		samples[i].Name = d.Name
+	}
+	metrics.Read(samples)
+	bw := bufio.NewWriter(w)
+	for _, s := range samples {
+		switch s.Value.Kind() {
+		case metrics.KindUint64:
+			fmt.Fprintf(bw, "%s %d\n", s.Name, s.Value.Uint64())
+		case metrics.KindFloat64:
+			fmt.Fprintf(bw, "%s %g\n", s.Name, s.Value.Float64())
+		}
+	}
+	return bw.Flush()
+}

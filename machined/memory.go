@@ -1,0 +1,75 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/sys"
+)
+
+// Go runtime memory settings. machined is PID 1: if it dies the kernel panics, and whatever it holds is
+// taken from the pods. Its live heap in Running is a few MB; with Go's default GOGC=100 the heap grows to
+// twice that between collections, and machined allocates steadily (health probes, API calls, log lines),
+// so the garbage, not the live data, set most of its resident heap.
+const (
+	// gcPercent: collect when the heap has grown by a third over what the last collection left. machined
+	// is idle most of the time, so the extra collections cost little CPU (one every few seconds of a
+	// heap of a few MB, well under a millisecond each).
+	gcPercent = 33
+	// memoryLimit is a soft ceiling, not a cap: near it the collector runs more often and the scavenger
+	// returns freed pages to the kernel sooner, so a spike (an image import, an etcd snapshot, a burst of
+	// API calls) shrinks back instead of staying resident. Go never fails an allocation because of it:
+	// if live data exceeds it, the collector's CPU is capped at half a CPU and the heap grows past it,
+	// which a PID 1 must prefer to any out-of-memory death. It is far above the Running heap so that
+	// in normal operation only gcPercent decides.
+	memoryLimit = 96 << 20
+)
+
+// tuneRuntime applies the settings above unless GOGC or GOMEMLIMIT was given (on the kernel command line
+// a node passes them to init, which passes them on): an operator can always override them.
+func tuneRuntime() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
+}
+
+// settleDelay is how long after a sequence ends machined waits before giving memory back: the RPC that
+// streamed the sequence and its client's last calls end in that time.
+const settleDelay = 10 * time.Second
+
+// releaseAfterSequences gives back the memory a finished sequence (boot, Init, Join, a restart into
+// Running) used and will not use again: the freed heap goes back to the kernel, and the pages of
+// machined's binary that only start-up and the sequence touched are unmapped (sys.ReleaseImagePages).
+// It subscribes before it returns, so no sequence that ends after the call is missed, and works in the
+// background until the process ends.
+func releaseAfterSequences(bus *events.Bus, log *slog.Logger) {
+	_, ch, cancel := bus.Subscribe(1)
+	go func() {
+		for {
+			for e := range ch {
+				if e.Kind != events.KindSequence {
+					continue
+				}
+				time.Sleep(settleDelay)
+				// The collector runs first, then every free page is returned to the kernel at once rather
+				// than by the background scavenger over minutes.
+				debug.FreeOSMemory()
+				before, err := sys.ReleaseImagePages()
+				if err != nil {
+					log.Warn("release start-up memory", "error", err)
+					continue
+				}
+				log.Info("released start-up memory", "sequence", e.Sequence, "binaryResidentBefore", before)
+			}
+			// The bus dropped us (its buffer filled while we slept): subscribe again.
+			cancel()
+			_, ch, cancel = bus.Subscribe(1)
+		}
+	}()
+}
