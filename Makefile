@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-ha bench test run run-sandbox deps clean bundle image kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-ha bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -21,11 +21,19 @@ build: ## build _out/machined and _out/cairnctl (static)
 bundle: ## build the Kubernetes bundle into _out/bundle (cached: an unchanged bundle is not rebuilt)
 	./hack/bundle/build.sh
 
+payload: build bundle ## the Kubernetes payload tree _out/payload (what sandbox mode runs from; make image also packs it)
+	./hack/deps.sh image
+	$(GO) run ./image/cmd/mkimage -out $(OUT) -bundle $(OUT)/bundle -payload-only
+
 image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw
 	VERSION=$(VERSION) ./hack/build-image.sh
 
 example-image: ## _out/examples/hello.tar: the example workload's image archive, for `cairnctl image import`
 	$(GO) run ./hack/examples/helloimage/cmd -o $(OUT)/examples/hello.tar
+
+size: ## what the built image is made of: the downloads, the boot part, the payload piece by piece (raw and compressed)
+	@mkdir -p $(OUT)/bench
+	$(GO) run ./image/cmd/size -out $(OUT) -json $(OUT)/bench/size.json
 
 kernel-check: ## list the kernel options Cairn needs that the shipped kernel lacks
 	./hack/deps.sh image
@@ -52,7 +60,7 @@ unit: ## unit tests: no root, under a minute
 	cd image/bundle && $(GO) test ./...
 	cd image/bundle/kube && $(GO) test ./dispatch/
 
-integration: build bundle ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle
+integration: build bundle payload ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle
 	./hack/deps.sh test
 	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -timeout 30m -p 1 ./...
 	cd image/bundle && $(GO) test -tags integration -timeout 10m ./itest/ ./mount/

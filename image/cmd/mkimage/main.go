@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&rawSize, "raw-size", "4G", "size of cairn.raw (sparse), with suffix M or G")
 	flag.BoolVar(&noISO, "no-iso", false, "skip cairn.iso")
 	flag.BoolVar(&noRaw, "no-raw", false, "skip cairn.raw")
+	flag.BoolVar(&c.PayloadOnly, "payload-only", false, "only stage the Kubernetes payload tree in OUT/payload (what sandbox mode runs from)")
 	flag.BoolVar(&repro, "repro-check", false, "build twice into OUT/repro and fail unless the artifacts are identical")
 	flag.Parse()
 	c.ISO, c.Raw, c.Log = !noISO, !noRaw, os.Stdout

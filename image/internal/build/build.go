@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-os/cairn/image/internal/initramfs"
 	"github.com/cairn-os/cairn/image/internal/kernel"
 	"github.com/cairn-os/cairn/image/internal/kmod"
+	"github.com/cairn-os/cairn/image/internal/payload"
 	"github.com/cairn-os/cairn/image/internal/rootfs"
 	"github.com/cairn-os/cairn/image/internal/tree"
 )
@@ -25,13 +26,15 @@ type Config struct {
 	Machined  string // the machined binary, _out/machined
 	Init      string // a prebuilt init binary; empty builds ./init into Out/init
 	BundleDir string // _out/bundle; absent means no Kubernetes
-	Epoch     int64  // SOURCE_DATE_EPOCH: every timestamp in every artifact
-	Version   string // for os-release
-	Cmdline   string // kernel command line baked into the ISO and the raw disk
-	HostRoot  string // "/": where the kernel, modules and tools are taken from
-	ISO, Raw  bool   // build _out/cairn.iso, _out/cairn.raw
-	RawSize   int64  // size of cairn.raw in bytes
-	Log       io.Writer
+	// PayloadOnly stages the payload tree (Out/payload, what sandbox mode runs from) and stops.
+	PayloadOnly bool
+	Epoch       int64  // SOURCE_DATE_EPOCH: every timestamp in every artifact
+	Version     string // for os-release
+	Cmdline     string // kernel command line baked into the ISO and the raw disk
+	HostRoot    string // "/": where the kernel, modules and tools are taken from
+	ISO, Raw    bool   // build _out/cairn.iso, _out/cairn.raw
+	RawSize     int64  // size of cairn.raw in bytes
+	Log         io.Writer
 }
 
 // Artifact names inside Out.
@@ -40,17 +43,24 @@ const (
 	Vmlinux   = "vmlinux"
 	InitBin   = "init"
 	RootImage = "rootfs.squashfs"
-	Initramfs = "initramfs.cpio.zst"
-	ISOName   = "cairn.iso"
-	RawName   = "cairn.raw"
+	// Payload is the Kubernetes payload's tree and PayloadImage its packed image (api/payload).
+	Payload      = "payload"
+	PayloadImage = "payload.squashfs"
+	// BootInitramfs is the boot part alone; Initramfs is what boots: the boot part with the payload
+	// image appended as a second, uncompressed cpio archive (the kernel unpacks one after the other).
+	BootInitramfs = "boot.cpio.zst"
+	Initramfs     = "initramfs.cpio.zst"
+	ISOName       = "cairn.iso"
+	RawName       = "cairn.raw"
 )
 
 type builder struct {
 	Config
-	k        kernel.Kernel
-	ix       *kmod.Index
-	initMods []string
-	rootMods []string
+	k          kernel.Kernel
+	ix         *kmod.Index
+	initMods   []string
+	rootMods   []string
+	payloadSum string // "" without a bundle
 }
 
 // Run builds every artifact and prints their sizes.
@@ -58,6 +68,9 @@ func Run(ctx context.Context, c Config) error {
 	b := &builder{Config: c}
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return err
+	}
+	if c.PayloadOnly {
+		return payload.Stage(b.payloadConfig(), b.logf)
 	}
 	steps := []struct {
 		name string
@@ -67,6 +80,7 @@ func Run(ctx context.Context, c Config) error {
 		{"kernel", b.kernel, true},
 		{"init", b.init, true},
 		{"modules", b.modules, true},
+		{"payload", b.payload, true},
 		{"rootfs", b.rootfs, true},
 		{"initramfs", b.initramfs, true},
 		{"iso", b.iso, c.ISO},
@@ -85,7 +99,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, Initramfs, ISOName, RawName} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, BootInitramfs, Initramfs, ISOName, RawName} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -191,7 +205,7 @@ func (b *builder) rootfs(ctx context.Context) error {
 		Modules:       b.rootMods,
 		DepFile:       b.ix.DepFile(b.rootMods),
 		AliasFile:     aliases,
-		BundleDir:     b.BundleDir,
+		PayloadSum:    b.payloadSum,
 		Tools:         rootfs.DefaultTools,
 		HostRoot:      b.HostRoot,
 		HostFiles:     rootfs.DefaultHostFiles,
@@ -243,10 +257,43 @@ func (b *builder) initramfs(context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := initramfs.Write(b.out(Initramfs), t, b.Epoch); err != nil {
+	if err := initramfs.Write(b.out(BootInitramfs), t, b.Epoch); err != nil {
+		return err
+	}
+	if err := touch(b.out(BootInitramfs), b.Epoch); err != nil {
+		return err
+	}
+	var payloads []string
+	if b.payloadSum != "" {
+		payloads = append(payloads, b.out(PayloadImage))
+	}
+	if err := initramfs.Append(b.out(Initramfs), b.out(BootInitramfs), payloads, b.Epoch); err != nil {
 		return err
 	}
 	return touch(b.out(Initramfs), b.Epoch)
+}
+
+// payloadConfig is where the payload is built from and to.
+func (b *builder) payloadConfig() payload.Config {
+	return payload.Config{Bundle: b.BundleDir, Dir: b.out(Payload), Image: b.out(PayloadImage), Epoch: b.Epoch}
+}
+
+// payload packs the bundle into the payload image (cached: an unchanged bundle is not packed again).
+func (b *builder) payload(ctx context.Context) error {
+	if b.BundleDir == "" {
+		b.logf("[payload] no bundle given: the image carries no Kubernetes")
+		return nil
+	}
+	if _, err := os.Stat(b.BundleDir); os.IsNotExist(err) {
+		b.logf("[payload] no Kubernetes bundle: %s does not exist (build it first to ship Kubernetes)", b.BundleDir)
+		return nil
+	}
+	sum, err := payload.Pack(ctx, b.payloadConfig(), b.logf)
+	if err != nil {
+		return err
+	}
+	b.payloadSum = sum
+	return nil
 }
 
 func (b *builder) iso(ctx context.Context) error {

@@ -9,7 +9,7 @@
 //	/usr/lib/modules/VERSION the shipped modules, their modules.dep and modules.builtin for kmodule,
 //	                         modules.alias (device modaliases of the shipped modules), and
 //	                         cairn.load: every shipped module in load order
-//	/usr/bin /opt/cni/bin /usr/share/cairn/images.tar   the Kubernetes bundle, when built
+//	/usr/share/cairn/payload.sha256   what the Kubernetes payload's image must hash to (api/payload)
 //	/etc                     os-release, mke2fs.conf; machined lays a writable overlay on it
 //	MountPoints              empty directories machined mounts over
 package rootfs
@@ -21,12 +21,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/image/internal/tree"
 )
 
 // MountPoints are empty in the image: the root is read-only, so machined can only mount over
 // directories that already exist. /system/state is where STATE goes; EPHEMERAL is mounted on /var.
-var MountPoints = []string{"/dev", "/proc", "/sys", "/run", "/tmp", "/var", "/system/state", "/mnt"}
+var MountPoints = []string{"/dev", "/proc", "/sys", "/run", "/tmp", "/var", "/system/state", "/mnt", payload.MountPoint}
 
 // LoadListName is the file, in /lib/modules/VERSION of both the initramfs and the rootfs, that lists
 // module paths in load order.
@@ -41,15 +42,11 @@ type Config struct {
 	Modules       []string // module paths relative to ModulesDir, in load order
 	DepFile       []byte   // modules.dep for Modules
 	AliasFile     []byte   // modules.alias lines of Modules
-	BundleDir     string   // _out/bundle; skipped when absent
+	PayloadSum    string   // SHA-256 of the payload image; "" for an image without Kubernetes
 	Tools         []string // host executables to ship in /usr/sbin, with their libraries
 	HostRoot      string   // "/" normally; where Tools and their libraries are looked up
 	HostFiles     map[string]string
 }
-
-// hostBinaries are the bundle's programs that run on the node itself. The bundle's other programs
-// (kube, etcd, pause, ...) run inside its images, which carry them already.
-var hostBinaries = []string{"containerd", "containerd-shim-runc-v2", "runc"}
 
 // DefaultHostFiles are configuration files copied as they are (guest path → host path).
 var DefaultHostFiles = map[string]string{"/etc/mke2fs.conf": "/etc/mke2fs.conf"}
@@ -64,7 +61,7 @@ func Build(c Config) (*tree.Tree, []string, error) {
 	if err := t.Dirs(0o755, MountPoints...); err != nil {
 		return nil, nil, err
 	}
-	if err := t.Dirs(0o755, "/usr/bin", "/usr/sbin", "/etc", "/opt/cni/bin"); err != nil {
+	if err := t.Dirs(0o755, "/usr/bin", "/usr/sbin", "/etc"); err != nil {
 		return nil, nil, err
 	}
 	if err := t.Copy("/usr/sbin/machined", c.Machined, 0o755); err != nil {
@@ -92,12 +89,10 @@ func Build(c Config) (*tree.Tree, []string, error) {
 			return nil, nil, err
 		}
 	}
-	note, err := addBundle(t, c.BundleDir)
-	if err != nil {
+	if c.PayloadSum == "" {
+		notes = append(notes, "no Kubernetes payload: the image boots to the maintenance API but cannot run Kubernetes")
+	} else if err := t.Bytes(payload.SumFile, []byte(c.PayloadSum+"\n"), 0o644); err != nil {
 		return nil, nil, err
-	}
-	if note != "" {
-		notes = append(notes, note)
 	}
 	return t, notes, nil
 }
@@ -127,44 +122,4 @@ func addModules(t *tree.Tree, c Config) error {
 		return t.Copy(dir+"/modules.builtin", filepath.Join(c.ModulesDir, "modules.builtin"), 0o644)
 	}
 	return nil
-}
-
-// addBundle maps _out/bundle into the image: bin/* → /usr/bin, cni/* → /opt/cni/bin,
-// images.tar → /usr/share/cairn/images.tar. An absent bundle is not an error: the image then boots
-// to the maintenance API but cannot run Kubernetes, which the returned note says.
-func addBundle(t *tree.Tree, dir string) (string, error) {
-	if dir == "" {
-		return "no Kubernetes bundle: none given", nil
-	}
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		return fmt.Sprintf("no Kubernetes bundle: %s does not exist (build it first to ship Kubernetes)", dir), nil
-	}
-	for _, name := range hostBinaries {
-		if err := t.Copy("/usr/bin/"+name, filepath.Join(dir, "bin", name), 0o755); err != nil {
-			return "", fmt.Errorf("bundle: %w", err)
-		}
-	}
-	entries, err := os.ReadDir(filepath.Join(dir, "cni"))
-	if err != nil {
-		return "", fmt.Errorf("bundle cni: %w", err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		if err := t.Copy("/opt/cni/bin/"+e.Name(), filepath.Join(dir, "cni", e.Name()), 0o755); err != nil {
-			return "", err
-		}
-	}
-	if img := filepath.Join(dir, "images.tar"); fileExists(img) {
-		if err := t.Copy("/usr/share/cairn/images.tar", img, 0o644); err != nil {
-			return "", err
-		}
-	}
-	return "", nil
-}
-
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cairn-os/cairn/api/payload"
+
 	"github.com/cairn-os/cairn/image/internal/tree"
 )
 
@@ -42,11 +44,6 @@ func TestBuildLayout(t *testing.T) {
 	}
 	write("modules/kernel/fs/xfs/xfs.ko")
 	write("modules/modules.builtin")
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "kube", "ctr"} {
-		write("bundle/bin/" + b) // kube and ctr stay out: they run inside images, or only in tests
-	}
-	write("bundle/cni/bridge")
-	write("bundle/images.tar")
 	tr, notes, err := Build(Config{
 		Version:       "v0.1.0",
 		Machined:      write("machined"),
@@ -54,14 +51,14 @@ func TestBuildLayout(t *testing.T) {
 		ModulesDir:    filepath.Join(dir, "modules"),
 		Modules:       []string{"kernel/fs/xfs/xfs.ko"},
 		DepFile:       []byte("kernel/fs/xfs/xfs.ko:\n"),
-		BundleDir:     filepath.Join(dir, "bundle"),
+		PayloadSum:    strings.Repeat("ab", 32),
 		HostRoot:      "/",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(notes) != 0 {
-		t.Errorf("Build() notes = %v, want none with a bundle", notes)
+		t.Errorf("Build() notes = %v, want none with a payload", notes)
 	}
 	got := listing(tr)
 	p := filepath.Join("testdata", "rootfs.golden")
@@ -79,20 +76,20 @@ func TestBuildLayout(t *testing.T) {
 	}
 }
 
-func TestBuildWithoutBundleSaysSo(t *testing.T) {
+func TestBuildWithoutPayloadSaysSo(t *testing.T) {
 	m := filepath.Join(t.TempDir(), "machined")
 	if err := os.WriteFile(m, nil, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tr, notes, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), BundleDir: "/nonexistent/bundle", HostRoot: "/"})
+	tr, notes, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(notes) != 1 || !strings.Contains(notes[0], "no Kubernetes bundle") {
-		t.Errorf("Build() notes = %q, want one saying there is no Kubernetes bundle", notes)
+	if len(notes) != 1 || !strings.Contains(notes[0], "no Kubernetes payload") {
+		t.Errorf("Build() notes = %q, want one saying there is no Kubernetes payload", notes)
 	}
-	if tr.Has("/usr/share/cairn/images.tar") {
-		t.Errorf("Build() without a bundle ships images.tar")
+	if tr.Has(payload.SumFile) {
+		t.Errorf("Build() without a payload records a payload checksum")
 	}
 }
 

@@ -1,0 +1,264 @@
+// Command size prints what the built image is made of, piece by piece, uncompressed and compressed
+// (`make size`):
+//
+//	go run ./image/cmd/size [-out _out] [-json FILE]
+//
+// The downloads (ISO, raw disk compressed with zstd) and their two parts (the boot part: kernel and
+// initramfs; the Kubernetes payload) are measured as they are. Inside the payload, each binary and each
+// image layer is compressed alone with the payload's own compression (xz with the x86 filter, 1 MiB
+// dictionary), which estimates its share; results are cached under OUT/.size by content hash.
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cairn-os/cairn/api/payload"
+)
+
+// row is one piece of the image.
+type row struct {
+	Piece      string `json:"piece"`
+	Raw        int64  `json:"raw_bytes"`
+	Compressed int64  `json:"compressed_bytes"`
+	Note       string `json:"note,omitempty"`
+}
+
+func main() {
+	out := flag.String("out", "_out", "the build's output directory")
+	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
+	flag.Parse()
+	rows, err := measure(*out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "size:", err)
+		os.Exit(1)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "piece\tuncompressed\tcompressed\t\t")
+	for _, r := range rows {
+		raw := "-"
+		if r.Raw > 0 {
+			raw = mib(r.Raw)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t  %s\t\n", r.Piece, raw, mib(r.Compressed), r.Note)
+	}
+	w.Flush()
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "size:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func measure(out string) ([]row, error) {
+	var rows []row
+	file := func(piece, name, note string) {
+		if fi, err := os.Stat(filepath.Join(out, name)); err == nil {
+			rows = append(rows, row{Piece: piece, Compressed: fi.Size(), Note: note})
+		}
+	}
+	file("cairn.iso (download)", "cairn.iso", "kernel, boot part and payload, BIOS and UEFI boot loaders")
+	if n, err := zstdSize(out, filepath.Join(out, "cairn.raw")); err == nil {
+		rows = append(rows, row{Piece: "cairn.raw.zst (download)", Compressed: n, Note: "the raw disk, zstd -19"})
+	}
+	file("  kernel", "vmlinuz", "Debian's, as shipped")
+	file("  boot part", "boot.cpio.zst", "init, machined, modules, disk tools (zstd)")
+	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (xz)")
+	pieces, err := payloadPieces(out)
+	if err != nil {
+		return rows, err
+	}
+	return append(rows, pieces...), nil
+}
+
+// payloadPieces sizes each binary and image layer of the payload tree.
+func payloadPieces(out string) ([]row, error) {
+	dir := filepath.Join(out, "payload")
+	var rows []row
+	for _, sub := range []string{payload.BinDir, payload.CNIDir} {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if err != nil {
+			return nil, fmt.Errorf("payload tree (make image or make payload): %w", err)
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, sub, e.Name())
+			raw, comp, err := xzSize(out, p)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row{Piece: "    " + sub + "/" + e.Name(), Raw: raw, Compressed: comp})
+		}
+	}
+	names, err := layerNames(dir)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := os.ReadDir(filepath.Join(dir, payload.LayersDir))
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range layers {
+		p := filepath.Join(dir, payload.LayersDir, l.Name())
+		raw, comp, err := xzSize(out, p)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{Piece: "    layer " + l.Name()[:12], Raw: raw, Compressed: comp, Note: names[l.Name()]})
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Compressed > rows[j].Compressed })
+	return rows, nil
+}
+
+// layerNames labels each layer with what the bundle says it holds (its history comment) and the
+// images that use it.
+func layerNames(dir string) (map[string]string, error) {
+	ix, err := payload.ReadIndex(dir)
+	if err != nil {
+		return nil, err
+	}
+	comments, users := map[string]string{}, map[string][]string{}
+	for _, img := range ix.Images {
+		h, _ := payload.Hex(img.Config.Digest)
+		var cfg struct {
+			History []struct {
+				Comment    string `json:"comment"`
+				EmptyLayer bool   `json:"empty_layer"`
+			} `json:"history"`
+		}
+		b, err := os.ReadFile(filepath.Join(dir, payload.BlobsDir, h))
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return nil, err
+		}
+		var hist []string
+		for _, e := range cfg.History {
+			if !e.EmptyLayer {
+				hist = append(hist, e.Comment)
+			}
+		}
+		short := img.Name[strings.LastIndex(img.Name, "/")+1:]
+		for i, l := range img.Layers {
+			lh, _ := payload.Hex(l)
+			if i < len(hist) {
+				comments[lh] = hist[i]
+			}
+			users[lh] = append(users[lh], strings.Split(short, ":")[0])
+		}
+	}
+	out := map[string]string{}
+	for h, c := range comments {
+		out[h] = c + " (" + strings.Join(users[h], ", ") + ")"
+	}
+	return out, nil
+}
+
+// xzSize is a file's or a directory's size and what it compresses to with the payload's xz settings,
+// cached under OUT/.size by content.
+func xzSize(out, p string) (int64, int64, error) {
+	var raw int64
+	h := sha256.New()
+	var files []string
+	err := filepath.Walk(p, func(f string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		files = append(files, f)
+		raw += fi.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, f := range files {
+		if err := hashFile(h, f); err != nil {
+			return 0, 0, err
+		}
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	cache := filepath.Join(out, ".size", key)
+	if b, err := os.ReadFile(cache); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return raw, n, nil
+		}
+	}
+	cmd := exec.Command("xz", "-T1", "-c", "--x86", "--lzma2=preset=9e,dict=1MiB")
+	pr, pw := io.Pipe()
+	cmd.Stdin = pr
+	var n countWriter
+	cmd.Stdout = &n
+	go func() {
+		var err error
+		for _, f := range files {
+			if err = copyFile(pw, f); err != nil {
+				break
+			}
+		}
+		pw.CloseWithError(err)
+	}()
+	if err := cmd.Run(); err != nil {
+		return 0, 0, fmt.Errorf("xz %s: %w", p, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err == nil {
+		_ = os.WriteFile(cache, []byte(strconv.FormatInt(int64(n), 10)), 0o644)
+	}
+	return raw, int64(n), nil
+}
+
+// zstdSize is what the (sparse) file compresses to with zstd -19, cached like xzSize by its size and
+// modification time (hashing 4 GiB of mostly holes would take longer than compressing it).
+func zstdSize(out, p string) (int64, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	key := fmt.Sprintf("zstd-%s-%d-%d", filepath.Base(p), fi.Size(), fi.ModTime().UnixNano())
+	cache := filepath.Join(out, ".size", key)
+	if b, err := os.ReadFile(cache); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	cmd := exec.Command("zstd", "-19", "-T2", "-c", p)
+	var n countWriter
+	cmd.Stdout = &n
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("zstd %s: %w", p, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err == nil {
+		_ = os.WriteFile(cache, []byte(strconv.FormatInt(int64(n), 10)), 0o644)
+	}
+	return int64(n), nil
+}
+
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
+
+func hashFile(w io.Writer, p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func copyFile(w io.Writer, p string) error { return hashFile(w, p) }
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -1,0 +1,330 @@
+// Package payload builds the Kubernetes payload (api/payload describes its layout) from the bundle: the
+// host binaries and CNI plugins as they are, and every image of the bundle's images.tar with its layers
+// unpacked once, so a node registers its images with containerd at boot instead of importing them. The
+// tree is kept as a directory (sandbox mode runs from it) and packed into one xz-compressed squashfs,
+// whose SHA-256 the boot part records.
+package payload
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-os/cairn/api/payload"
+)
+
+// HostBinaries are the bundle's programs that run on the node itself; the others (kube, etcd, ...) run
+// inside the images, which carry them.
+var HostBinaries = []string{"containerd", "containerd-shim-runc-v2", "runc"}
+
+// Config are the inputs and outputs of Build.
+type Config struct {
+	Bundle string // _out/bundle: bin/, cni/, images.tar, stamp
+	Dir    string // the payload tree, _out/payload
+	Image  string // the packed payload, _out/payload.squashfs
+	Epoch  int64
+}
+
+// formatVersion changes whenever the tree or packing changes, so an old payload is rebuilt.
+const formatVersion = "cairn-payload-1"
+
+// mksquashfsArgs pack the payload: xz with the x86 branch filter and 1 MiB blocks compress Go
+// binaries best (measured: about 22% of their size); the payload is read at Init and by containers
+// starting, never on the boot path to the API.
+var mksquashfsArgs = []string{"-comp", "xz", "-Xbcj", "x86", "-b", "1M"}
+
+// Stage makes the payload tree in Dir from the bundle, unless the stamp beside it says it is made from
+// the same bundle already.
+func Stage(c Config, logf func(string, ...any)) error {
+	inputs, err := inputHash(c.Bundle)
+	if err != nil {
+		return err
+	}
+	stamp := c.Dir + ".stamp"
+	if old, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(old)) == inputs && dirExists(c.Dir) {
+		logf("[payload] tree up to date (%s)", inputs[:12])
+		return nil
+	}
+	for _, p := range []string{stamp, c.Dir} {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	if err := stage(c, logf); err != nil {
+		return err
+	}
+	return os.WriteFile(stamp, []byte(inputs+"\n"), 0o644)
+}
+
+// Pack packs the tree (Stage first) into Image, unless it was packed from the same tree, and returns
+// Image's SHA-256.
+func Pack(ctx context.Context, c Config, logf func(string, ...any)) (string, error) {
+	if err := Stage(c, logf); err != nil {
+		return "", err
+	}
+	tree, err := os.ReadFile(c.Dir + ".stamp")
+	if err != nil {
+		return "", err
+	}
+	stamp := c.Image + ".stamp"
+	if old, err := os.ReadFile(stamp); err == nil && string(old) == string(tree) {
+		if sum, err := fileSHA256(c.Image); err == nil {
+			logf("[payload] image up to date")
+			return sum, nil
+		}
+	}
+	for _, p := range []string{stamp, c.Image} {
+		if err := os.RemoveAll(p); err != nil {
+			return "", err
+		}
+	}
+	logf("[payload] packing %s (xz; a minute or two)", c.Image)
+	e := strconv.FormatInt(c.Epoch, 10)
+	args := append([]string{c.Dir, c.Image, "-noappend", "-reproducible", "-exit-on-error",
+		"-mkfs-time", e, "-all-time", e, "-quiet", "-no-progress"}, mksquashfsArgs...)
+	if out, err := exec.CommandContext(ctx, "mksquashfs", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mksquashfs %s: %w: %s", c.Image, err, out)
+	}
+	sum, err := fileSHA256(c.Image)
+	if err != nil {
+		return "", err
+	}
+	return sum, os.WriteFile(stamp, tree, 0o644)
+}
+
+// stage lays out the payload tree in c.Dir.
+func stage(c Config, logf func(string, ...any)) error {
+	for _, d := range []string{payload.BinDir, payload.CNIDir, payload.BlobsDir, payload.LayersDir} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, b := range HostBinaries {
+		src, dst := filepath.Join(c.Bundle, "bin", b), filepath.Join(c.Dir, payload.BinDir, b)
+		// A multi-call binary's other names are links to it in the bundle, and stay links.
+		if target, err := os.Readlink(src); err == nil {
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := copyFile(dst, src, 0o755); err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
+	}
+	plugins, err := os.ReadDir(filepath.Join(c.Bundle, "cni"))
+	if err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	for _, p := range plugins {
+		if p.Type().IsRegular() {
+			if err := copyFile(filepath.Join(c.Dir, payload.CNIDir, p.Name()), filepath.Join(c.Bundle, "cni", p.Name()), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	// The OCI layout is read from a scratch copy: layers are looked up by digest, not in tar order.
+	scratch, err := os.MkdirTemp(filepath.Dir(c.Dir), ".payload-layout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	if err := untarFlat(filepath.Join(c.Bundle, "images.tar"), scratch); err != nil {
+		return err
+	}
+	ix, err := store(scratch, c.Dir)
+	if err != nil {
+		return err
+	}
+	logf("[payload] %d images, %s", len(ix.Images), strings.Join(ix.Names(), ", "))
+	return nil
+}
+
+// store converts the OCI layout at layout into the payload's image store under dir.
+func store(layout, dir string) (*payload.Index, error) {
+	var index struct {
+		Manifests []struct {
+			payload.Descriptor
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := readJSON(filepath.Join(layout, "index.json"), &index); err != nil {
+		return nil, err
+	}
+	blob := func(digest string) string {
+		h, _ := payload.Hex(digest)
+		return filepath.Join(layout, "blobs", "sha256", h)
+	}
+	var ix payload.Index
+	for _, m := range index.Manifests {
+		name := m.Annotations["io.containerd.image.name"]
+		if name == "" {
+			return nil, fmt.Errorf("images.tar: manifest %s has no image name", m.Digest)
+		}
+		if _, err := payload.Hex(m.Digest); err != nil {
+			return nil, fmt.Errorf("images.tar: %s: %w", name, err)
+		}
+		var manifest struct {
+			Config payload.Descriptor   `json:"config"`
+			Layers []payload.Descriptor `json:"layers"`
+		}
+		if err := readJSON(blob(m.Digest), &manifest); err != nil {
+			return nil, fmt.Errorf("image %s: %w", name, err)
+		}
+		if _, err := payload.Hex(manifest.Config.Digest); err != nil {
+			return nil, fmt.Errorf("image %s: config: %w", name, err)
+		}
+		var config struct {
+			RootFS struct {
+				DiffIDs []string `json:"diff_ids"`
+			} `json:"rootfs"`
+		}
+		if err := readJSON(blob(manifest.Config.Digest), &config); err != nil {
+			return nil, fmt.Errorf("image %s: %w", name, err)
+		}
+		if len(config.RootFS.DiffIDs) != len(manifest.Layers) {
+			return nil, fmt.Errorf("image %s: %d layers but %d diff IDs", name, len(manifest.Layers), len(config.RootFS.DiffIDs))
+		}
+		for _, d := range []string{m.Digest, manifest.Config.Digest} {
+			h, _ := payload.Hex(d)
+			if err := copyFile(filepath.Join(dir, payload.BlobsDir, h), blob(d), 0o644); err != nil && !os.IsExist(err) {
+				return nil, err
+			}
+		}
+		for i, l := range manifest.Layers {
+			diffID := config.RootFS.DiffIDs[i]
+			h, err := payload.Hex(diffID)
+			if err != nil {
+				return nil, fmt.Errorf("image %s: layer %d: %w", name, i, err)
+			}
+			ldir := filepath.Join(dir, payload.LayersDir, h)
+			if dirExists(ldir) {
+				continue // a layer several images share is unpacked once
+			}
+			if _, err := payload.Hex(l.Digest); err != nil {
+				return nil, fmt.Errorf("image %s: layer %d: %w", name, i, err)
+			}
+			f, err := os.Open(blob(l.Digest))
+			if err != nil {
+				return nil, fmt.Errorf("image %s: %w", name, err)
+			}
+			err = extractLayer(f, diffID, ldir)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("image %s: %w", name, err)
+			}
+		}
+		ix.Images = append(ix.Images, payload.Image{Name: name, Manifest: m.Descriptor, Config: manifest.Config, Layers: config.RootFS.DiffIDs})
+	}
+	sort.Slice(ix.Images, func(i, j int) bool { return ix.Images[i].Name < ix.Images[j].Name })
+	data, err := json.MarshalIndent(ix, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return &ix, os.WriteFile(filepath.Join(dir, payload.IndexFile), append(data, '\n'), 0o644)
+}
+
+// untarFlat extracts the regular files and directories of an OCI layout tar (no links, no owners).
+func untarFlat(archive, dir string) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", archive, err)
+		}
+		rel, err := cleanName(hdr.Name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", archive, err)
+		}
+		p := filepath.Join(dir, rel)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				err = writeFile(p, tr, hdr)
+			}
+		default:
+			err = fmt.Errorf("unexpected entry %s in an OCI layout", hdr.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", archive, err)
+		}
+	}
+}
+
+// inputHash names what the payload is built from: the bundle's stamp (a hash of all its inputs) and
+// this package's format.
+func inputHash(bundle string) (string, error) {
+	st, err := os.ReadFile(filepath.Join(bundle, "stamp"))
+	if err != nil {
+		return "", fmt.Errorf("bundle: %w (build it first: make bundle)", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", formatVersion, strings.Join(mksquashfsArgs, " "), st)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func readJSON(p string, v any) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return nil
+}
+
+func copyFile(dst, src string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
