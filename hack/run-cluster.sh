@@ -26,7 +26,8 @@ step "cairnctl cluster create --name $name --workers $workers (QEMU, TCG: a few 
 
 kc=$state/$name/kubeconfig
 step "cairnctl health"
-"$ctl" --cairnconfig "$state/$name/cairnconfig" health
+# Under emulation on a busy host the add-ons can take minutes after the node is Ready.
+"$ctl" --cairnconfig "$state/$name/cairnconfig" health --wait 15m
 step "kubectl get nodes"
 for _ in $(seq 60); do
 	_out/kubectl --kubeconfig "$kc" get nodes --no-headers 2>/dev/null | grep -q ' Ready ' && break

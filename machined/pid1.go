@@ -11,18 +11,17 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/u-root/u-root/pkg/kmodule"
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/sys"
-	"github.com/cairn-os/cairn/machined/internal/workload"
 )
 
 // fwCfgCmdline is where QEMU's -fw_cfg passes per-node kernel arguments to a node booted from the ISO or
@@ -42,12 +41,18 @@ func runPID1(o options, log *slog.Logger) error {
 }
 
 func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
+	// When machined got going, counted from the kernel's start: what the console timeline of a boot
+	// starts from (the Go runtime and package initialisation come before this line).
+	log.Info("machined started as PID 1", "version", version, "uptime", uptime())
 	if err := sys.MountEarly(); err != nil {
 		return err
 	}
 	sys.CtrlAltDelSignals() // ctrl-alt-del becomes SIGINT: a clean reboot
-	loader := modules.Loader{Probe: kmodule.Probe, File: loadModuleFile}
-	loadModules(log, loader, "network", modules.Network)
+	mods := newBootModules(log, modules.Loader{File: loadModuleFile}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
+	// The disk controllers' drivers load beside the rest: they wait for their links, DHCP for its server.
+	mods.startDisks()
+	mods.buses()
+	mods.network()
 	line, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
 		return fmt.Errorf("read the kernel command line: %w", err)
@@ -79,48 +84,23 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		log.Warn("network", "error", err)
 	}
 	addresses := func() []net.IP { return et.addresses() }
-	modulesLoaded := make(chan struct{})
 	plat := platform{
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
-		bundle:       workload.Bundle{Bin: "/usr/bin", CNI: "/opt/cni/bin", Images: "/usr/share/cairn/images.tar"},
+		payload:      nodePayload(sys.Mounter{}),
 		bind:         sys.Bind,
-		modulesReady: modulesLoaded,
+		modulesReady: mods.all,
+		disksReady:   mods.waitDisks,
+		filesystems:  mods.filesystems,
 		hostname:     et.setHostname,
 		hosts:        et.setExtra,
-		// The API answers first; then the storage modules (the node needs its disks to know whether it
-		// is configured); the rest (netfilter, bridge, overlay) load in the background until the
-		// workload needs them.
-		beforeBoot: func() {
-			loadModules(log, loader, "storage", modules.Storage)
-			dir := filepath.Join("/lib/modules", kernelRelease())
-			list, err := os.ReadFile(filepath.Join(dir, modules.ListName))
-			if err != nil {
-				log.Error("module list", "error", err)
-				close(modulesLoaded)
-				return
-			}
-			go func() {
-				start := time.Now()
-				n, err := loader.LoadFiles(dir, modules.Paths(list, append(modules.Network, modules.Storage...)))
-				if err != nil {
-					log.Warn("modules", "set", "remaining", "error", err)
-				}
-				log.Info("modules loaded", "set", "remaining", "count", n, "took", time.Since(start).Round(time.Millisecond))
-				close(modulesLoaded)
-			}()
+		// handle runs once the node has read its lock: the API answers, and the rest of the modules can
+		// load behind it.
+		handle: func(n *node.Node) {
+			mods.background()
+			handleSignals(n, log)
 		},
-		handle: func(n *node.Node) { handleSignals(n, log) },
 	}
 	return serve(context.Background(), o, p, plat, log)
-}
-
-func loadModules(log *slog.Logger, l modules.Loader, what string, names []string) {
-	start := time.Now()
-	n, err := l.Load(names)
-	if err != nil {
-		log.Warn("modules", "set", what, "error", err)
-	}
-	log.Info("modules loaded", "set", what, "count", n, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // handleSignals turns PID 1's signals into node operations: SIGINT (ctrl-alt-del) reboots, SIGTERM and
@@ -142,13 +122,16 @@ func handleSignals(n *node.Node, log *slog.Logger) {
 	}
 }
 
-func loadModuleFile(path string) error {
-	f, err := os.Open(path)
+// uptime is the time since the kernel started (/proc/uptime), "" if unknown.
+func uptime() string {
+	b, err := os.ReadFile("/proc/uptime")
 	if err != nil {
-		return err
+		return ""
 	}
-	defer f.Close()
-	return kmodule.FileInit(f, "", 0)
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0] + "s"
+	}
+	return ""
 }
 
 func kernelRelease() string {

@@ -28,7 +28,7 @@ type options struct {
 	hostname   string
 	cmdline    string
 	hostDisks  bool
-	bundle     string
+	payload    string
 	joinListen string
 }
 
@@ -46,7 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cmdline, "cmdline", "", "sandbox mode: a kernel command line to read settings from, instead of none")
 	fs.BoolVar(&o.hostDisks, "host-disks", false, "sandbox mode: put volumes on the host's block devices that the config selects (run in a private mount namespace), instead of directories under --root")
 	fs.StringVar(&o.joinListen, "join-listen", ":50001", "address of the join service (control-plane nodes in Running)")
-	fs.StringVar(&o.bundle, "bundle", "", "sandbox mode: the Kubernetes bundle directory (_out/bundle) with containerd, runc, the CNI plugins and images.tar")
+	fs.StringVar(&o.payload, "payload", "", "sandbox mode: the Kubernetes payload directory (_out/payload, made by make payload) with containerd, runc, the CNI plugins and the images")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

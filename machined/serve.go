@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/cairn-os/cairn/machined/internal/proc"
+	"github.com/cairn-os/cairn/machined/internal/profile"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
 	"github.com/cairn-os/cairn/machined/internal/server"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
@@ -47,17 +48,21 @@ type platform struct {
 	hostname func(string)
 	// hosts publishes discovery names into /etc/hosts (nil in sandbox mode: the host's is not ours).
 	hosts func(map[string][]netip.Addr)
-	// beforeBoot runs after the API listens and before the node's boot sequence (PID 1 loads the
-	// storage modules there: the API answers first).
+	// beforeBoot runs after the API listens and before the node's boot sequence (sandbox mode copies the
+	// host's resolver files there).
 	beforeBoot func()
-	// handle turns signals into node operations (PID 1); nil: signals end the process (sandbox).
+	// handle runs once the node has read its lock and turns signals into node operations (PID 1; it
+	// also loads the rest of the kernel modules then); nil: signals end the process (sandbox).
 	handle func(n *node.Node)
 	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
 	exit func()
-	// bundle is where containerd, runc, the CNI plugins and the images are.
-	bundle workload.Bundle
+	// payload is where containerd, runc, the CNI plugins and the images are.
+	payload workload.Payload
 	// modulesReady is closed once the kernel modules are loaded (nil: nothing to wait for).
 	modulesReady <-chan struct{}
+	// disksReady and filesystems hold the volumes' disk scans and mounts until the kernel modules they
+	// need are loaded (nil in sandbox mode: the host's kernel has them). See bootModules.
+	disksReady, filesystems func(context.Context) error
 	// bind bind-mounts directories from STATE into /etc (nil in sandbox mode: /etc is a directory there).
 	bind func(src, dst string) error
 }
@@ -79,6 +84,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	// machined's own log also goes to its ring, for `cairnctl logs machined`.
 	log = slog.New(logs.NewHandler(log.Handler(), services.Logs("machined")))
 	services.Log = log
+	releaseAfterSequences(bus, log)
 	started := time.Now()
 	services.Register("machined", func() supervisor.Info {
 		return supervisor.Info{Name: "machined", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started, PID: os.Getpid()}
@@ -87,10 +93,11 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	kl := kube.NewLayout(layout)
 	logFiles := &logs.Files{Dir: layout.Logs()}
 	vols := &volumes.Manager{Paths: layout, Devices: plat.devices, Mounter: sys.Mounter{}, Runner: apply.ExecRunner{Starter: plat.starter},
-		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions}
+		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions,
+		DisksReady: plat.disksReady, Filesystems: plat.filesystems}
 	var n *node.Node
 	joinSvc := &joinsvc.Service{Bus: bus}
-	wl := &workload.Workload{Paths: layout, Sandbox: plat.sandbox, Bundle: plat.bundle, Services: services, Starter: plat.starter,
+	wl := &workload.Workload{Paths: layout, Sandbox: plat.sandbox, Payload: plat.payload, Services: services, Starter: plat.starter,
 		Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now, Hosts: plat.hosts,
 		Identity: func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) },
 		Ticket:   func() (*machine.JoinTicket, error) { return n.Ticket() },
@@ -129,8 +136,8 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
 			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
-		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundle: plat.bundle.Images, Usage: statfs},
-		Build:  server.Build{Version: version, Commit: commit}, RSS: proc.RSS},
+		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
+		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -231,24 +238,16 @@ func sandboxPlatform(o options, log *slog.Logger) platform {
 		},
 		sandbox: true, root: o.root, system: sandboxSystem{}, starter: proc.Exec{}, devices: o.hostDisks,
 		addresses: func() []net.IP { return listenIPs(o.listen) },
-		bundle:    sandboxBundle(o.bundle),
+		payload:   workload.Payload{Dir: o.payload},
 	}
 }
 
-// sandboxBundle is the --bundle directory's layout; none without the flag.
-func sandboxBundle(dir string) workload.Bundle {
-	if dir == "" {
-		return workload.Bundle{}
-	}
-	return workload.Bundle{Bin: filepath.Join(dir, "bin"), CNI: filepath.Join(dir, "cni"), Images: filepath.Join(dir, "images.tar")}
-}
-
-// workloadHook is the Kubernetes part of Init, Join and the start path. A sandbox node given no --bundle
+// workloadHook is the Kubernetes part of Init, Join and the start path. A sandbox node given no --payload
 // has no containerd or Kubernetes to run: its sequences stop at the machine's own tasks (the lock, the
 // PKI, mutual TLS), which is what the fast sandbox tests and `make run-sandbox` exercise.
 func workloadHook(plat platform, wl *workload.Workload, log *slog.Logger) func(*config.MachineConfig, fsm.Sequence) []sequence.Task {
-	if plat.sandbox && plat.bundle == (workload.Bundle{}) {
-		log.Info("sandbox without --bundle: Init and Join will not start containerd or Kubernetes")
+	if plat.sandbox && plat.payload.Dir == "" {
+		log.Info("sandbox without --payload: Init and Join will not start containerd or Kubernetes")
 		return func(*config.MachineConfig, fsm.Sequence) []sequence.Task { return nil }
 	}
 	return wl.Hook

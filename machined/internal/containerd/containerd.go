@@ -1,6 +1,6 @@
 // Package containerd runs the container runtime for the node: containerd itself as a supervised process,
-// the import of the image bundle the node carries (no registry is reachable), and containers run as
-// supervised services (kubelet) through the containerd Go client.
+// the registration of the images the node's payload carries (no registry is reachable), imports of image
+// archives, and containers run as supervised services (kubelet) through the containerd Go client.
 package containerd
 
 import (
@@ -55,25 +55,6 @@ func Connect(ctx context.Context, socket string) (*client.Client, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// ImportBundle imports the images of the archive whose names match keep (all when keep is nil) into a
-// namespace, unpacked, so containers start from them without a pull. It returns the names imported.
-func ImportBundle(ctx context.Context, cli *client.Client, archive, namespace string, keep func(name string) bool) ([]string, error) {
-	f, err := os.Open(archive)
-	if err != nil {
-		return nil, fmt.Errorf("image bundle: %w", err)
-	}
-	defer f.Close()
-	imgs, err := Import(ctx, cli, f, namespace, ImportOptions{Keep: keep})
-	if err != nil {
-		return nil, fmt.Errorf("image bundle %s: %w", archive, err)
-	}
-	names := make([]string, len(imgs))
-	for i, img := range imgs {
-		names[i] = img.Name
-	}
-	return names, nil
 }
 
 // ImportOptions say which images an Import names and unpacks, and how it names them.
@@ -216,17 +197,6 @@ func nameImages(ctx context.Context, is images.Store, ls leases.Manager, lease l
 		done = append(done, undo{img.Name, old})
 	}
 	return nil
-}
-
-// HasImages reports whether every named image is in the namespace (an earlier boot imported them).
-func HasImages(ctx context.Context, cli *client.Client, namespace string, names []string) bool {
-	ctx = namespaces.WithNamespace(ctx, namespace)
-	for _, n := range names {
-		if _, err := cli.ImageService().Get(ctx, n); err != nil {
-			return false
-		}
-	}
-	return len(names) > 0
 }
 
 // ShortName drops the registry from an image reference for messages.

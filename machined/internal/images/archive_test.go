@@ -3,7 +3,6 @@ package images
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -175,29 +174,4 @@ func asArchiveError(err error, target **ArchiveError) bool {
 		*target = ae
 	}
 	return ok
-}
-
-func TestArchiveNames(t *testing.T) {
-	app := newImage(t, "app", "amd64")
-	oci := tarOf(t, ociLayout(t, []ocispec.Descriptor{
-		named(app.manifestDesc, ctrimages.AnnotationImageName, "registry.k8s.io/pause:3.10", ocispec.AnnotationRefName, "registry.k8s.io/pause:3.10"),
-		named(app.manifestDesc, ocispec.AnnotationRefName, "cairn.local/kubelet:v1.37.2"),
-	}, app.blobs()...)...)
-	docker := tarOf(t, dockerSave(t, "app", "amd64", []string{"app:1.0"})...)
-	for _, tc := range []struct {
-		name    string
-		archive []byte
-		want    []string
-	}{
-		{"oci", oci, []string{"registry.k8s.io/pause:3.10", "cairn.local/kubelet:v1.37.2"}},
-		{"docker", docker, []string{"docker.io/library/app:1.0"}},
-	} {
-		got, err := archiveNames(bytes.NewReader(tc.archive), tc.name)
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("archiveNames(%s) = %v, %v; want %v", tc.name, got, err, tc.want)
-		}
-	}
-	if _, err := archiveNames(io.LimitReader(bytes.NewReader(tarOf(t, tfile{name: "x", data: []byte("y")})), 1<<20), "x"); err == nil {
-		t.Errorf("archiveNames(no image archive) = nil error")
-	}
 }

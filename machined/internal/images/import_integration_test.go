@@ -349,11 +349,7 @@ func TestImportContainerd(t *testing.T) {
 		targetGone(t, "its removal", target)
 	})
 	t.Run("bundled images are kept unless forced", func(t *testing.T) {
-		bundle := filepath.Join(t.TempDir(), "images.tar")
-		if err := os.WriteFile(bundle, dockerTar, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		b := &Service{Paths: p, Client: func() *client.Client { return cli }, Bundle: bundle}
+		b := &Service{Paths: p, Client: func() *client.Client { return cli }, Bundled: func() ([]string, error) { return []string{dockerName}, nil }}
 		imgs, _ := b.List(ctx)
 		for _, i := range imgs {
 			if i.Name == dockerName && !i.Bundled {
@@ -369,50 +365,8 @@ func TestImportContainerd(t *testing.T) {
 		}
 		targetGone(t, "its forced removal", target)
 	})
-	t.Run("the node's bundle", func(t *testing.T) {
-		bundle, _ := filepath.Abs(filepath.Join("..", "..", "..", "_out", "bundle", "images.tar"))
-		list, err := os.ReadFile(filepath.Join(filepath.Dir(bundle), "images.txt"))
-		if err != nil {
-			t.Skipf("no images.tar in the bundle: %v", err)
-		}
-		names, err := ArchiveNames(bundle)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want []string
-		for _, l := range strings.Split(strings.TrimSpace(string(list)), "\n") {
-			want = append(want, strings.Fields(l)[0])
-		}
-		if slices.Sort(names); !slices.Equal(names, want) {
-			t.Errorf("ArchiveNames(images.tar) = %v, want images.txt's %v", names, want)
-		}
-		var pause string
-		for _, n := range names {
-			if strings.HasPrefix(n, "registry.k8s.io/pause:") {
-				pause = n
-			}
-		}
-		// As a node imports its bundle at boot, only one image kept (the smallest, for speed).
-		got, err := containerd.ImportBundle(ctx, cli, bundle, Namespace, func(n string) bool { return n == pause })
-		if err != nil || !slices.Equal(got, []string{pause}) {
-			t.Fatalf("ImportBundle(keep %s) = %v, %v", pause, got, err)
-		}
-		for n := range records(t) {
-			if slices.Contains(names, n) && n != pause {
-				t.Errorf("ImportBundle named %s, which keep refused", n)
-			}
-		}
-		b := &Service{Paths: p, Client: func() *client.Client { return cli }, Bundle: bundle}
-		imgs, err := b.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := slices.IndexFunc(imgs, func(i Image) bool { return i.Name == pause }); i < 0 || !imgs[i].Bundled || !imgs[i].Unpacked {
-			t.Errorf("List() = %+v, want %s bundled and unpacked", imgs, pause)
-		}
-		if _, err := b.Remove(ctx, []string{pause}, false); !errors.As(err, new(*ProtectedError)) {
-			t.Errorf("Remove(%s) = %v, want a ProtectedError", pause, err)
-		}
+	t.Run("the node's payload", func(t *testing.T) {
+		checkPayload(ctx, t, cli, p)
 	})
 	t.Run("truncated archive", func(t *testing.T) {
 		before := records(t)

@@ -1,14 +1,12 @@
 package images
 
 import (
-	"archive/tar"
 	"bufio"
 	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -42,9 +40,8 @@ type Service struct {
 	Paths paths.Paths
 	// Client is the node's containerd client, nil until the node has started containerd.
 	Client func() *client.Client
-	// Bundle is the image archive the node carries and imports at boot ("": none): its images are the
-	// bundled ones, which Remove keeps unless forced.
-	Bundle string
+	// Bundled lists the images the node carries (nil: none), which Remove keeps unless forced.
+	Bundled func() ([]string, error)
 	// Usage reports the size and use of the filesystem holding a path (nil: free space is not checked).
 	Usage func(path string) (size, used uint64, err error)
 
@@ -380,17 +377,17 @@ func (s *Service) client() *client.Client {
 	return s.Client()
 }
 
-// bundledNames reads the names of the bundle's images once.
+// bundledNames reads the names of the node's own images once.
 func (s *Service) bundledNames() (map[string]bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bundled != nil {
 		return s.bundled, nil
 	}
-	if s.Bundle == "" {
+	if s.Bundled == nil {
 		return map[string]bool{}, nil
 	}
-	names, err := ArchiveNames(s.Bundle)
+	names, err := s.Bundled()
 	if err != nil {
 		return map[string]bool{}, err
 	}
@@ -399,70 +396,4 @@ func (s *Service) bundledNames() (map[string]bool, error) {
 		s.bundled[n] = true
 	}
 	return s.bundled, nil
-}
-
-// ArchiveNames lists the names of an archive's images from its index (OCI layout) or manifest.json
-// (docker archive) alone, skipping over the blobs: fast even for the node's large bundle.
-func ArchiveNames(file string) ([]string, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return archiveNames(f, file)
-}
-
-func archiveNames(r io.Reader, file string) ([]string, error) {
-	s := &scan{files: map[string]*entry{}}
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		name := path.Clean(strings.TrimPrefix(hdr.Name, "/"))
-		if name != "oci-layout" && name != "index.json" && name != "manifest.json" {
-			continue
-		}
-		b, err := io.ReadAll(io.LimitReader(tr, maxDocument+1))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", file, name, err)
-		}
-		s.files[name] = &entry{size: int64(len(b)), doc: b}
-	}
-	var names []string
-	switch {
-	case s.files["oci-layout"] != nil && s.files["index.json"] != nil:
-		var idx struct {
-			Manifests []struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"manifests"`
-		}
-		if err := s.decode("index.json", "index.json", &idx); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		for i, m := range idx.Manifests {
-			if n, err := ociName(m.Annotations, fmt.Sprintf("index.json entry %d", i)); err == nil && n != "" {
-				names = append(names, n)
-			}
-		}
-	case s.files["manifest.json"] != nil:
-		var mfsts []dockerManifest
-		if err := s.decode("manifest.json", "manifest.json", &mfsts); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		for _, m := range mfsts {
-			for _, t := range m.RepoTags {
-				if n, err := normalize(t); err == nil {
-					names = append(names, n)
-				}
-			}
-		}
-	default:
-		return nil, fmt.Errorf("%s: not an image archive (no index.json or manifest.json)", file)
-	}
-	return names, nil
 }

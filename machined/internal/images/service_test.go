@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -198,11 +197,7 @@ func TestResolveAndIDRefs(t *testing.T) {
 }
 
 func TestRemoveProtectsTheBundle(t *testing.T) {
-	bundle := filepath.Join(t.TempDir(), "images.tar")
-	if err := os.WriteFile(bundle, tarOf(t, dockerSave(t, "pause", "amd64", []string{"registry.k8s.io/pause:3.10"})...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := &Service{Bundle: bundle}
+	s := &Service{Bundled: func() ([]string, error) { return []string{"registry.k8s.io/pause:3.10"}, nil }}
 	pause := ctrimages.Image{Name: "registry.k8s.io/pause:3.10", Target: ocispec.Descriptor{Digest: digest.FromString("pause")}}
 	id := ctrimages.Image{Name: "sha256:" + strings.Repeat("e", 64), Target: pause.Target}
 	app := ctrimages.Image{Name: "docker.io/library/app:1.0", Target: ocispec.Descriptor{Digest: digest.FromString("app")}}
@@ -214,7 +209,8 @@ func TestRemoveProtectsTheBundle(t *testing.T) {
 	if err := s.checkProtected([]string{app.Name}, byName); err != nil {
 		t.Errorf("checkProtected(app) = %v, want nil", err)
 	}
-	if err := (&Service{Bundle: filepath.Join(t.TempDir(), "gone.tar")}).checkProtected([]string{app.Name}, byName); err == nil || !strings.Contains(err.Error(), "force") {
-		t.Errorf("checkProtected(unreadable bundle) = %v, want a refusal that mentions force", err)
+	unreadable := func() ([]string, error) { return nil, errors.New("payload image index: no such file") }
+	if err := (&Service{Bundled: unreadable}).checkProtected([]string{app.Name}, byName); err == nil || !strings.Contains(err.Error(), "force") {
+		t.Errorf("checkProtected(unreadable bundled list) = %v, want a refusal that mentions force", err)
 	}
 }

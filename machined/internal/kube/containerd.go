@@ -14,8 +14,7 @@ type ContainerdOptions struct {
 	// sandbox mode sets it: this host lacks CAP_SYS_RESOURCE, so lowering it fails and every pod sandbox
 	// with it. A Cairn node needs no such restriction.
 	RestrictOOMScoreAdj bool
-	// CNIBinDir overrides where the CNI plugins are (sandbox mode uses the bundle's); empty: the image's
-	// /opt/cni/bin under paths.
+	// CNIBinDir is where the CNI plugins are: the payload's cni directory.
 	CNIBinDir string
 }
 
@@ -89,7 +88,7 @@ func (r *Renderer) ContainerdConfig(o ContainerdOptions) (File, error) {
 	l := r.layout
 	binDir := o.CNIBinDir
 	if binDir == "" {
-		binDir = l.CNIBinDir()
+		return File{}, fmt.Errorf("render containerd config: no CNI plugin directory")
 	}
 	cfg := containerdConfig{
 		Version: 4,

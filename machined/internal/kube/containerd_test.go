@@ -12,7 +12,7 @@ func TestContainerdConfigGolden(t *testing.T) {
 		name, root, golden string
 		opts               ContainerdOptions
 	}{
-		{"node", "/", "containerd/config.toml", ContainerdOptions{}},
+		{"node", "/", "containerd/config.toml", ContainerdOptions{CNIBinDir: "/usr/lib/cairn/payload/cni"}},
 		{"sandbox", "/tmp/sbx", "containerd/config-sandbox.toml", ContainerdOptions{RestrictOOMScoreAdj: true, CNIBinDir: "/work/_out/bundle/cni"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -28,7 +28,7 @@ func TestContainerdConfigGolden(t *testing.T) {
 // The keys containerd 2.4 reads (docs/cri/config.md, docs/man/containerd-config.toml.5.md), looked up the way containerd does: a key that is
 // misspelt or in the wrong table would be ignored by containerd without a word.
 func TestContainerdConfigKeys(t *testing.T) {
-	f, err := newRendererAt(t, "/tmp/sbx").ContainerdConfig(ContainerdOptions{RestrictOOMScoreAdj: true})
+	f, err := newRendererAt(t, "/tmp/sbx").ContainerdConfig(ContainerdOptions{RestrictOOMScoreAdj: true, CNIBinDir: "/tmp/sbx/usr/lib/cairn/payload/cni"})
 	if err != nil {
 		t.Fatalf("ContainerdConfig: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestContainerdConfigKeys(t *testing.T) {
 		"runtime_type":    "io.containerd.runc.v2",
 		"SystemdCgroup":   false,
 		"runc root":       "/tmp/sbx/run/containerd/runc",
-		"bin_dirs":        []any{"/tmp/sbx/opt/cni/bin"},
+		"bin_dirs":        []any{"/tmp/sbx/usr/lib/cairn/payload/cni"},
 		"conf_dir":        "/tmp/sbx/etc/cni/net.d",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -84,7 +84,6 @@ func (r *Renderer) KubeletContainer(o KubeletOptions) Container {
 		// Not read by the kubelet since dockershim left; mounted so diagnostics in the container see the
 		// same network config containerd uses.
 		to(l.CNIConfDir(), l.CNIConfDir(), true, "ro"),
-		to(l.CNIBinDir(), l.CNIBinDir(), true, "ro"),
 	}
 	return Container{
 		Image:  r.images.Kubelet,

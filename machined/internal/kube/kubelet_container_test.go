@@ -85,7 +85,6 @@ func TestKubeletOCISpec(t *testing.T) {
 			"/etc/os-release":             {"/tmp/sbx/etc/os-release", "ro"},
 			"/lib/modules":                {"/tmp/sbx/lib/modules", "ro"},
 			"/tmp/sbx/etc/cni/net.d":      {"/tmp/sbx/etc/cni/net.d", "ro"},
-			"/tmp/sbx/opt/cni/bin":        {"/tmp/sbx/opt/cni/bin", "ro"},
 			"/tmp/sbx/var/lib/kubelet":    {"/tmp/sbx/var/lib/kubelet", "rw"},
 			"/proc":                       {"proc", ""},
 			"/run":                        {"tmpfs", ""},

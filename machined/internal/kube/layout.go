@@ -106,9 +106,6 @@ func (l Layout) CNIConfDir() string { return l.p.Join("etc", "cni", "net.d") }
 // CNIConf is Cairn's bridge network config.
 func (l Layout) CNIConf() string { return filepath.Join(l.CNIConfDir(), "10-cairn.conflist") }
 
-// CNIBinDir is where the CNI plugins are installed in the image.
-func (l Layout) CNIBinDir() string { return l.p.Join("opt", "cni", "bin") }
-
 // CNIState is host-local IPAM's allocation store.
 func (l Layout) CNIState() string { return l.p.Join("var", "lib", "cni", "networks") }
 

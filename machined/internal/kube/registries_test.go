@@ -75,7 +75,7 @@ func TestRegistryFilesGolden(t *testing.T) {
 }
 
 func TestContainerdUsesRegistryHostsDir(t *testing.T) {
-	f, err := newRendererAt(t, "/tmp/sbx").ContainerdConfig(ContainerdOptions{})
+	f, err := newRendererAt(t, "/tmp/sbx").ContainerdConfig(ContainerdOptions{CNIBinDir: "/usr/lib/cairn/payload/cni"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,11 @@
-// Package modules loads kernel modules from the root image's /lib/modules, dependencies first, with
-// u-root's kmodule. The image builder ships a subset of the kernel's modules and a list of them in load
-// order (cairn.load).
+// Package modules loads kernel modules from the root image's /lib/modules in the order the boot needs
+// them. The image builder ships a subset of the kernel's modules with their modules.dep and
+// modules.alias, and a list of them in load order (cairn.load).
+//
+// Under emulation every module costs tens to hundreds of milliseconds (it is read, its signature hashed,
+// relocated), so what the API waits for is only what this machine's hardware needs: drivers whose
+// aliases match a device present (see Aliases.Present). The rest of the list loads once the node knows
+// what it is.
 package modules
 
 import (
@@ -8,51 +13,49 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
 
-// Network are loaded first, so the API answers as early as possible: virtio and Intel NICs, and QEMU's
-// fw_cfg (how the ISO and raw-disk boots receive per-node kernel arguments).
-var Network = []string{"virtio_pci", "virtio_mmio", "virtio_net", "e1000", "e1000e", "qemu_fw_cfg"}
+// Buses are the drivers of the transports other devices sit on: virtio over PCI (q35, real machines'
+// hypervisors) or over MMIO (microvm). The devices behind them appear only once these are loaded.
+var Buses = []string{"virtio_pci", "virtio_mmio"}
 
-// Storage are loaded next, before the node looks for its STATE disk: disk controllers and the
-// filesystems of Cairn's volumes (libcrc32c asks the crypto API for crc32c at run time, and nothing
-// answers a request to load it: both implementations are listed).
-var Storage = []string{"crc32c_generic", "crc32c_intel", "virtio_blk", "virtio_scsi", "sd_mod", "ahci", "nvme", "xfs", "ext4", "vfat"}
+// Network are the NICs, and QEMU's fw_cfg (how the ISO and raw-disk boots receive per-node kernel
+// arguments): needed before the network is configured.
+var Network = []string{"virtio_net", "e1000", "e1000e", "qemu_fw_cfg"}
+
+// Disks are the disk controllers. Every one the machine needs is loaded before the node looks for its
+// STATE disk: a disk the node cannot see would make a configured node look fresh. Loading a controller's
+// driver returns once its disks are found (the kernel waits for the driver's asynchronous probing and
+// scanning before finit_module returns).
+var Disks = []string{"virtio_blk", "virtio_scsi", "ahci", "nvme"}
+
+// DiskTypes bind the disks found behind SCSI-like controllers (SATA through ahci, virtio-scsi): their
+// aliases match those disks, so they are matched after Disks are loaded.
+var DiskTypes = []string{"sd_mod"}
+
+// Filesystems mount Cairn's volumes. Deciding that a node is fresh needs none of them (disk signatures
+// are read by machined itself), so they load after that, or before the first mount when STATE is found.
+// libcrc32c asks the crypto API for crc32c at run time, and nothing answers a request to load it: both
+// implementations are listed.
+var Filesystems = []string{"crc32c_generic", "crc32c_intel", "xfs", "ext4", "vfat"}
 
 // ListName is the builder's list of shipped modules, in load order, in /lib/modules/RELEASE.
 const ListName = "cairn.load"
 
-// Loader loads modules by name.
+// Loader loads module files.
 type Loader struct {
-	// Probe loads a module and its dependencies (kmodule.Probe).
-	Probe func(name, params string) error
 	// File loads one module file, no dependencies (kmodule.FileInit).
 	File func(path string) error
 }
 
-// Load loads each module. A module for hardware the machine lacks (ENODEV, ENOENT from the driver) or one
-// already loaded (EEXIST) is not an error; others are returned together.
-func (l Loader) Load(names []string) (loaded int, errs error) {
-	var all []error
-	for _, n := range names {
-		err := l.Probe(n, "")
-		switch {
-		case err == nil:
-			loaded++
-		case errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENODEV), errors.Is(err, syscall.ENXIO):
-		default:
-			all = append(all, fmt.Errorf("load module %s: %w", n, err))
-		}
-	}
-	return loaded, errors.Join(all...)
-}
-
-// LoadFiles loads module files in the given order (a load list is in dependency order), with the same
-// tolerance as Load. It needs no name lookup: some modules' names mix - and _ (nls_iso8859-1), which
-// kmodule's lookup by name cannot find.
+// LoadFiles loads module files in the given order (dependencies first). A module for hardware the
+// machine lacks (ENODEV, ENXIO from its init) or one already loaded (EEXIST) is not an error; others are
+// returned together.
 func (l Loader) LoadFiles(dir string, rels []string) (loaded int, errs error) {
 	var all []error
 	for _, rel := range rels {
@@ -68,10 +71,108 @@ func (l Loader) LoadFiles(dir string, rels []string) (loaded int, errs error) {
 	return loaded, errors.Join(all...)
 }
 
+// Index is the image's module metadata.
+type Index struct {
+	// Order is the load list: every shipped module's path (relative to the modules directory),
+	// dependencies first.
+	Order []string
+	// Deps maps a module path to every path it needs (modules.dep lists the whole closure).
+	Deps    map[string][]string
+	Aliases Aliases
+}
+
+// ReadIndex reads the load list, modules.dep and modules.alias (optional: without it every driver
+// counts as needed) from dir.
+func ReadIndex(dir string) (*Index, error) {
+	list, err := os.ReadFile(filepath.Join(dir, ListName))
+	if err != nil {
+		return nil, err
+	}
+	dep, err := os.ReadFile(filepath.Join(dir, "modules.dep"))
+	if err != nil {
+		return nil, err
+	}
+	alias, err := os.ReadFile(filepath.Join(dir, AliasName))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return &Index{Order: Paths(list, nil), Deps: ParseDeps(dep), Aliases: ParseAliases(alias)}, nil
+}
+
+// ParseDeps reads modules.dep ("PATH: DEP DEP ...").
+func ParseDeps(data []byte) map[string][]string {
+	deps := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		p, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		deps[strings.TrimSpace(p)] = strings.Fields(rest)
+	}
+	return deps
+}
+
+// Files returns the files that load the named modules, their dependencies included, in load order,
+// leaving out the modules named in loaded (those the kernel has already). A name the image does not
+// ship (built into the kernel, or not needed by it) adds nothing.
+func (x *Index) Files(names, loaded []string) []string {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[norm(n)] = true
+	}
+	need := map[string]bool{}
+	for _, rel := range x.Order {
+		if want[norm(moduleName(rel))] {
+			need[rel] = true
+			for _, d := range x.Deps[rel] {
+				need[d] = true
+			}
+		}
+	}
+	have := map[string]bool{}
+	for _, n := range loaded {
+		have[norm(n)] = true
+	}
+	var out []string
+	for _, rel := range x.Order {
+		if need[rel] && !have[norm(moduleName(rel))] {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// Rest returns the files of every shipped module not in loaded, in load order.
+func (x *Index) Rest(loaded []string) []string {
+	have := map[string]bool{}
+	for _, n := range loaded {
+		have[norm(n)] = true
+	}
+	var out []string
+	for _, rel := range x.Order {
+		if !have[norm(moduleName(rel))] {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// Loaded reads the names of the loaded modules from /proc/modules' text.
+func Loaded(procModules []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(procModules))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}
+
 // Paths reads a load list and returns its module paths (relative to the modules directory), minus the
 // modules named in skip (comparing - and _ alike, as the kernel does).
 func Paths(list []byte, skip []string) []string {
-	norm := func(s string) string { return strings.ReplaceAll(s, "-", "_") }
 	drop := map[string]bool{}
 	for _, s := range skip {
 		drop[norm(s)] = true

@@ -46,6 +46,12 @@ type Manager struct {
 	MountInfo string
 	// Reread makes the kernel re-read a disk's partition table (sys.RereadPartitions).
 	Reread func(path string) error
+	// DisksReady returns once the driver of every disk controller is loaded, so a scan sees every disk
+	// (nil: nothing to wait for). A STATE disk missed at boot would make a configured node look fresh.
+	DisksReady func(ctx context.Context) error
+	// Filesystems returns once the filesystem modules are loaded, before anything is mounted (nil:
+	// nothing to load). A fresh node needs none to know it is fresh, so they are not loaded before that.
+	Filesystems func(ctx context.Context) error
 }
 
 // Directory is the plan action of a sandbox volume kept in a plain directory.
@@ -159,6 +165,9 @@ func onlyKeep(p plan.Plan) error {
 }
 
 func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, state *string) error {
+	if err := m.filesystems(ctx); err != nil {
+		return err
+	}
 	for _, s := range p.Steps {
 		if s.Volume != v {
 			continue
@@ -215,6 +224,9 @@ func (m *Manager) findState(ctx context.Context, state *string) error {
 			// An interrupted format: nothing on it yet. Init or Join will finish it.
 			*state = m.Paths.RunState()
 			return os.MkdirAll(*state, 0o700)
+		}
+		if err := m.filesystems(ctx); err != nil {
+			return err
 		}
 		if _, err := m.applier().Apply(ctx, s); err != nil {
 			return fmt.Errorf("mount STATE from %s: %w", s.Disk.Path, err)
@@ -321,6 +333,11 @@ func BootMedia(disks []inventory.Disk) []string {
 // scan lists the disks, the boot media marked as never to be used: they are found by their labels at
 // every scan, since a boot disk's driver may load after machined starts.
 func (m *Manager) scan(ctx context.Context) ([]inventory.Disk, error) {
+	if m.DisksReady != nil {
+		if err := m.DisksReady(ctx); err != nil {
+			return nil, fmt.Errorf("wait for the disk drivers: %w", err)
+		}
+	}
 	disks, err := m.Scanner.Scan(ctx)
 	if err != nil {
 		return nil, err
@@ -375,6 +392,16 @@ func (m *Manager) WipeTasks(c *config.MachineConfig, names []string) []sequence.
 		}
 		return nil
 	}}}
+}
+
+func (m *Manager) filesystems(ctx context.Context) error {
+	if m.Filesystems == nil {
+		return nil
+	}
+	if err := m.Filesystems(ctx); err != nil {
+		return fmt.Errorf("load the filesystem modules: %w", err)
+	}
+	return nil
 }
 
 // removeContents empties a directory, keeping it.

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -129,6 +130,11 @@ func (w *Workload) serviceDNS(ctx context.Context) (string, error) {
 	defer cancel()
 	addrs, err := res.LookupHost(lctx, name)
 	if err != nil {
+		// The resolver's error names the server of /etc/resolv.conf, not the one dialled.
+		var de *net.DNSError
+		if errors.As(err, &de) {
+			err = errors.New(de.Err)
+		}
 		return "", fmt.Errorf("look up %s through kube-dns %s: %w", name, dns, err)
 	}
 	want := r.APIServerServiceIP().String()

@@ -2,38 +2,82 @@ package workload
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
+	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/machined/internal/containerd"
 	"github.com/cairn-os/cairn/machined/internal/kube"
 )
 
-// importImages imports the bundle into containerd: every image into Kubernetes' namespace, and the
-// kubelet's into Cairn's own. An earlier boot's import (EPHEMERAL kept) is not repeated.
-func (w *Workload) importImages(ctx context.Context) error {
-	cli := w.containerdClient()
-	imgs := kube.DefaultImages()
-	k8s := []string{imgs.APIServer, imgs.ControllerManager, imgs.Scheduler, imgs.Etcd, imgs.Pause}
-	if !containerd.HasImages(ctx, cli, containerd.NamespaceK8s, k8s) {
-		start := time.Now()
-		names, err := containerd.ImportBundle(ctx, cli, w.Bundle.Images, containerd.NamespaceK8s, nil)
-		if err != nil {
-			return err
-		}
-		w.Log.Info("images imported", "namespace", containerd.NamespaceK8s, "count", len(names), "took", time.Since(start).Round(time.Millisecond))
+// mountPayload makes the payload available: on a node, checked against the root image's record and
+// mounted (once per boot; a sandbox node's payload is a directory already).
+func (w *Workload) mountPayload(ctx context.Context) error {
+	w.mu.Lock()
+	mounted := w.payloadMounted
+	w.mu.Unlock()
+	if mounted || w.Payload.Mount == nil {
+		return nil
 	}
-	if !containerd.HasImages(ctx, cli, containerd.NamespaceCairn, []string{imgs.Kubelet}) {
-		if _, err := containerd.ImportBundle(ctx, cli, w.Bundle.Images, containerd.NamespaceCairn,
-			func(name string) bool { return name == imgs.Kubelet }); err != nil {
-			return err
-		}
+	start := time.Now()
+	if err := w.Payload.Mount(ctx); err != nil {
+		return err
 	}
+	w.mu.Lock()
+	w.payloadMounted = true
+	w.mu.Unlock()
+	w.Log.Info("payload checked and mounted", "dir", w.Payload.Dir, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// registerImages makes containerd know the payload's images, every one in Kubernetes' namespace and
+// the kubelet's in Cairn's own, without importing anything (containerd.RegisterPayload), on every boot.
+func (w *Workload) registerImages(ctx context.Context) error {
+	cli := w.containerdClient()
+	sum, err := payloadID(w.Payload.Dir)
+	if err != nil {
+		return err
+	}
+	snapshots := filepath.Join(w.Renderer().Layout().ContainerdRoot(), "io.containerd.snapshotter.v1."+containerd.Snapshotter)
+	start := time.Now()
+	names, err := containerd.RegisterPayload(ctx, cli, w.Payload.Dir, containerd.NamespaceK8s, snapshots, sum, nil)
+	if err != nil {
+		return err
+	}
+	kubelet := kube.DefaultImages().Kubelet
+	if _, err := containerd.RegisterPayload(ctx, cli, w.Payload.Dir, containerd.NamespaceCairn, snapshots, sum,
+		func(name string) bool { return name == kubelet }); err != nil {
+		return err
+	}
+	w.Log.Info("payload images registered", "count", len(names), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// payloadID names the payload's images: the digest of its image index, which changes with any image.
+func payloadID(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, payload.IndexFile))
+	if err != nil {
+		return "", fmt.Errorf("payload: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// BundledImages are the names of the images the node carries.
+func (w *Workload) BundledImages() ([]string, error) {
+	ix, err := payload.ReadIndex(w.Payload.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return ix.Names(), nil
 }
 
 // killPods kills every task in Kubernetes' namespace: the pods' processes outlive containerd (their

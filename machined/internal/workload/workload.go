@@ -1,5 +1,6 @@
 // Package workload brings up Kubernetes on a configured node: it writes the PKI and configs the kube
-// package renders, runs containerd and the kubelet as supervised services, imports the image bundle,
+// package renders, mounts the payload, runs containerd and the kubelet as supervised services,
+// registers the payload's images,
 // writes the static pods (etcd only once its disk is mounted), publishes the bootstrap objects, writes the
 // pod network for the node's PodCIDR, and waits for etcd, the API server and the node to be Ready, each
 // step a task of the node's sequence.
@@ -21,6 +22,7 @@ import (
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/machined/internal/containerd"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/kube"
@@ -30,11 +32,19 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 )
 
-// Bundle is where the node's runtime and images are: the image's /usr/bin, /opt/cni/bin and
-// /usr/share/cairn/images.tar, or the bundle directory in sandbox mode.
-type Bundle struct {
-	Bin, CNI, Images string
+// Payload is where the node's runtime and images are, in api/payload's layout: the payload image
+// mounted on a node, the payload directory in sandbox mode.
+type Payload struct {
+	Dir string
+	// Mount checks the payload image against the SHA-256 the root image records and mounts it on Dir.
+	// nil when Dir is a plain directory (sandbox mode). It runs at Init, Join and every later boot,
+	// never in maintenance mode, which needs no payload.
+	Mount func(ctx context.Context) error
 }
+
+// Bin holds containerd, its shim and runc; CNI the CNI plugins.
+func (p Payload) Bin() string { return filepath.Join(p.Dir, payload.BinDir) }
+func (p Payload) CNI() string { return filepath.Join(p.Dir, payload.CNIDir) }
 
 // BindShared makes a directory a shared mount point (bind it onto itself, make it rshared), so mounts the
 // kubelet makes under it reach containerd and back.
@@ -44,7 +54,7 @@ type BindShared func(dir string) error
 type Workload struct {
 	Paths      paths.Paths
 	Sandbox    bool
-	Bundle     Bundle
+	Payload    Payload
 	Services   *supervisor.Supervisor
 	Starter    proc.Starter
 	Log        *slog.Logger
@@ -71,7 +81,9 @@ type Workload struct {
 	client   *client.Client
 	renderer *kube.Renderer
 	shared   bool // the kubelet's directory is a shared mount point already (sandbox in-process reboots)
-	cfg      *config.MachineConfig
+	// payloadMounted: the payload was checked and mounted this boot.
+	payloadMounted bool
+	cfg            *config.MachineConfig
 	// refreshing: the discovery names' refresher runs.
 	refreshing bool
 }
@@ -96,7 +108,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 		t("render", func(context.Context) error { return w.render(c) }),
 		t("kubernetes-dir", w.persistKubernetesDir),
 	}
-	runtime := []sequence.Task{t("containerd", w.startContainerd), t("import-images", w.importImages)}
+	runtime := []sequence.Task{t("payload", w.mountPayload), t("containerd", w.startContainerd), t("images", w.registerImages)}
 	pki := sequence.Task{Name: "kubernetes-pki", Once: true, Run: w.writePKI}
 	ready := []sequence.Task{wait("pod-network", w.podNetwork), wait("node-ready", w.waitNodeReady)}
 	// Last: the join service (control planes) and the discovery names.
@@ -246,10 +258,7 @@ func (w *Workload) writePKI(context.Context) error {
 func (w *Workload) startContainerd(ctx context.Context) error {
 	r := w.Renderer()
 	l := r.Layout()
-	opts := kube.ContainerdOptions{RestrictOOMScoreAdj: w.Sandbox}
-	if w.Sandbox {
-		opts.CNIBinDir = w.Bundle.CNI
-	}
+	opts := kube.ContainerdOptions{RestrictOOMScoreAdj: w.Sandbox, CNIBinDir: w.Payload.CNI()}
 	cfg, err := r.ContainerdConfig(opts)
 	if err != nil {
 		return err
@@ -276,9 +285,10 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 	w.Services.Start(supervisor.Service{
 		Name: "containerd",
 		Runner: &supervisor.Process{
-			Path:    filepath.Join(w.Bundle.Bin, "containerd"),
-			Args:    []string{"--config", l.ContainerdConfig()},
-			Env:     []string{"PATH=" + w.Bundle.Bin + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"},
+			Path: filepath.Join(w.Payload.Bin(), "containerd"),
+			Args: []string{"--config", l.ContainerdConfig()},
+			// containerd finds its shim on PATH, and the shim runc.
+			Env:     []string{"PATH=" + w.Payload.Bin() + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"},
 			Starter: w.Starter,
 		},
 		Health: func(ctx context.Context) error {
