@@ -7,18 +7,13 @@ package cluster
 // cairnctl/. They print and never assert a time.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,51 +44,117 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	printMachine()
-	printSizes(out)
-	fmt.Println()
+	f := &figures{Started: time.Now(), Commit: gitCommit(repo), Machine: hostInfo(), Sizes: sizes(out), Timelines: map[string][]stamp{}}
+	fmt.Println(f.Machine)
 
-	runs := benchRuns()
-	var real []time.Duration
-	var lastVM *qemu.VM
-	var last NodeState
-	var fp string
-	for i := 0; i < runs; i++ {
-		vm, ns, b := bootReal(t, img)
-		real = append(real, b.API)
-		fmt.Printf("  cairn boot %d/%d: network %.2fs, first Status %.2fs\n", i+1, runs, b.Network.Seconds(), b.API.Seconds())
-		if i < runs-1 {
-			vm.Stop()
-			continue
-		}
-		lastVM, last, fp = vm, ns, b.Fingerprint
-	}
-	printFigure("boot to first Status, Cairn (vmlinux, microvm, 2 vCPU, 2 GiB)", real)
-	apiLatency(t, last, fp)
+	bootRow(t, f, repo, img)
+
+	// The rest runs on one node shaped as cluster create makes it (microvm, 2 vCPUs, 2 GiB).
+	vm, ns, b := bootReal(t, img)
+	f.add("boot to first Status, cluster create's VM (microvm, 2 vCPU), one boot", "s", b.API.Seconds(), "", "")
+	apiLatency(t, f, ns, b.Fingerprint)
 	if os.Getenv("CAIRN_BENCH_INIT") != "0" {
-		initToRunning(t, last, fp)
+		initToRunning(t, f, ns, b.Fingerprint)
 	}
-	lastVM.Stop()
-	fmt.Println()
+	vm.Stop()
 
-	fake := buildFakeImage(t, repo)
-	var bare []time.Duration
-	for i := 0; i < runs; i++ {
-		d := bootFake(t, fake, i)
-		bare = append(bare, d)
-		fmt.Printf("  kernel + trivial init boot %d/%d: first answer %.2fs\n", i+1, runs, d.Seconds())
+	f.print(os.Stdout)
+	p, err := f.write(filepath.Join(out, "bench"))
+	if err != nil {
+		t.Fatalf("write the figures: %v", err)
 	}
-	printFigure(fmt.Sprintf("boot to first answer, kernel + trivial init (same kernel, modules and network; initramfs %.0f MiB, Cairn's %.0f MiB)",
-		sizeMiB(filepath.Join(fake, "initramfs.cpio.zst")), sizeMiB(img.Initramfs)), bare)
-	fmt.Printf("  => Cairn adds %.2fs (medians) on top of the kernel and a trivial init\n\n", (median(real) - median(bare)).Seconds())
-
+	fmt.Printf("\nfigures written to %s\n", p)
 }
 
-// bootReal boots the real image with cluster create's disks and waits for its maintenance API.
+// bootRow boots the floor and Cairn alternately, benchRuns times each, in the same VM shape, and records
+// both figures and their ratio (the target: Cairn within 1.15 times the floor). Alternating
+// spreads a change in the host's load over both. $CAIRN_BENCH_COMPARE (image directories, comma-separated)
+// adds other builds to each round, each with its own row: two builds compared in one run, against the
+// same floor.
+func bootRow(t *testing.T, f *figures, repo string, img Artifacts) {
+	floorDir, took := buildFloor(t, repo)
+	fmt.Printf("built the floor image (fakemachined) in %.1fs\n", took.Seconds())
+	l, err := Plan("bench", 1, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type build struct {
+		name string
+		img  Artifacts
+		runs []bootResult
+	}
+	builds := []*build{{name: "Cairn", img: img}}
+	for _, dir := range strings.Split(os.Getenv("CAIRN_BENCH_COMPARE"), ",") {
+		if dir == "" {
+			continue
+		}
+		a, err := FindArtifacts(dir, qemu.ModeVmlinux)
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds = append(builds, &build{name: "Cairn " + dir, img: a})
+	}
+	runs := benchRuns()
+	var floor []bootResult
+	for i := 0; i < runs; i++ {
+		fc := bootVM(t, fmt.Sprintf("floor%d", i), filepath.Join(floorDir, "vmlinux"), filepath.Join(floorDir, "initramfs.cpio.zst"), l, nil)
+		r := bootFloor(t, fc)
+		floor = append(floor, r)
+		fmt.Printf("  boot %d/%d floor: network %.2fs, first answer %.2fs\n", i+1, runs, r.network.Seconds(), r.answer.Seconds())
+		for _, b := range builds {
+			token := RandomToken()
+			cc := bootVM(t, fmt.Sprintf("cairn%d", i), b.img.Kernel, b.img.Initramfs, l, []string{"cairn.token=" + token})
+			r = bootCairn(t, cc, token)
+			b.runs = append(b.runs, r)
+			fmt.Printf("  boot %d/%d %s: network %.2fs, first Status %.2fs\n", i+1, runs, b.name, r.network.Seconds(), r.answer.Seconds())
+		}
+	}
+	shape := fmt.Sprintf("q35 + PVH vmlinux, %d vCPU, %d MiB, TCG", bootCPUs, bootMemory)
+	fm := f.series("boot to first answer, floor (same kernel, trivial init)", "s", answers(floor), "",
+		fmt.Sprintf("%s; initramfs %.1f MiB", shape, sizeMiB(filepath.Join(floorDir, "initramfs.cpio.zst"))))
+	f.series("boot to guest network up, floor", "s", networks(floor), "", "the launcher's probe: the guest resets a connection to port 9")
+	f.Timelines["floor"] = medianBoot(floor).console
+	printTimeline(os.Stdout, "median floor boot", f.Timelines["floor"])
+	for _, b := range builds {
+		cm := f.series("boot to first authenticated Status, "+b.name, "s", answers(b.runs), fmt.Sprintf("≤ %.2f s (1.15 × floor)", 1.15*fm),
+			fmt.Sprintf("%s; initramfs %.1f MiB", shape, sizeMiB(b.img.Initramfs)))
+		f.series("boot to guest network up, "+b.name, "s", networks(b.runs), "", "")
+		if fm > 0 {
+			f.add(b.name+" / floor (medians)", "x", cm/fm, "≤ 1.15", "")
+		}
+		f.Timelines[b.name] = medianBoot(b.runs).console
+		printTimeline(os.Stdout, "median boot, "+b.name, f.Timelines[b.name])
+	}
+}
+
+func answers(rs []bootResult) []float64 {
+	var out []float64
+	for _, r := range rs {
+		out = append(out, r.answer.Seconds())
+	}
+	return out
+}
+
+func networks(rs []bootResult) []float64 {
+	var out []float64
+	for _, r := range rs {
+		out = append(out, r.network.Seconds())
+	}
+	return out
+}
+
+// medianBoot is the boot whose answer time is the median (the lower middle one for an even count).
+func medianBoot(rs []bootResult) bootResult {
+	s := append([]bootResult(nil), rs...)
+	sort.Slice(s, func(i, j int) bool { return s[i].answer < s[j].answer })
+	return s[(len(s)-1)/2]
+}
+
+// bootReal boots the real image as cluster create does (its VM, disks and L2) and waits for its
+// maintenance API, so it can be inited as is.
 func bootReal(t *testing.T, img Artifacts) (*qemu.VM, NodeState, *Boot) {
 	t.Helper()
 	dir := t.TempDir()
-	// The node of a one-node cluster create, L2 included, so the last boot can be inited as is.
 	l, err := Plan("bench", 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -115,13 +176,13 @@ func bootReal(t *testing.T, img Artifacts) (*qemu.VM, NodeState, *Boot) {
 }
 
 // apiLatency times Status calls on one open connection: the API's own cost under emulation.
-func apiLatency(t *testing.T, n NodeState, fp string) {
+func apiLatency(t *testing.T, f *figures, n NodeState, fp string) {
 	mc, conn, err := client.Connect(client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fp})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	var ds []time.Duration
+	var ds []float64
 	for i := 0; i < 51; i++ {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -131,46 +192,43 @@ func apiLatency(t *testing.T, n NodeState, fp string) {
 			t.Fatalf("Status: %v", err)
 		}
 		if i > 0 { // the first call pays for the TLS handshake
-			ds = append(ds, time.Since(start))
+			ds = append(ds, ms(time.Since(start)))
 		}
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	fmt.Printf("Status latency over one connection (50 calls): median %.1fms, p90 %.1fms, max %.1fms\n",
-		ms(ds[len(ds)/2]), ms(ds[len(ds)*9/10]), ms(ds[len(ds)-1]))
+	f.series("Status latency over one connection", "ms", ds, "", "")
 	if s, err := mc.Status(context.Background(), &machine.StatusRequest{}); err == nil {
-		fmt.Printf("machined RSS at idle in Boot: %.1f MiB\n", float64(s.MachinedRssBytes)/(1<<20))
+		f.add("machined RSS at idle in Boot", "MiB", float64(s.MachinedRssBytes)/(1<<20), "", "")
 	}
 }
 
-// printMemory prints the resident memory of machined and of each supervised service, as the node
+// recordMemory records the resident memory of machined and of each supervised service, as the node
 // reports it.
-func printMemory(ctx context.Context, o client.Options, when string) {
+func recordMemory(ctx context.Context, f *figures, o client.Options, when string) {
 	mc, conn, err := client.Connect(o)
 	if err != nil {
-		fmt.Printf("memory %s: %v\n", when, err)
+		f.add("memory "+when, "MiB", 0, "", err.Error())
 		return
 	}
 	defer conn.Close()
 	s, err := mc.Status(ctx, &machine.StatusRequest{})
 	if err != nil {
-		fmt.Printf("memory %s: %v\n", when, err)
+		f.add("memory "+when, "MiB", 0, "", err.Error())
 		return
 	}
-	parts := []string{fmt.Sprintf("machined %.1f MiB", float64(s.MachinedRssBytes)/(1<<20))}
+	f.add("machined RSS "+when, "MiB", float64(s.MachinedRssBytes)/(1<<20), "≤ 20 MB after 10 min", "")
 	if r, err := mc.Services(ctx, &machine.ServicesRequest{}); err == nil {
 		for _, svc := range r.Services {
 			// machined is above; services without a process of their own (apid runs in machined) have none.
 			if svc.Name != "machined" && svc.RssBytes > 0 {
-				parts = append(parts, fmt.Sprintf("%s %.1f MiB", svc.Name, float64(svc.RssBytes)/(1<<20)))
+				f.add(svc.Name+" RSS "+when, "MiB", float64(svc.RssBytes)/(1<<20), "", "")
 			}
 		}
 	}
-	fmt.Printf("RSS %s: %s\n", when, strings.Join(parts, ", "))
 }
 
-// initToRunning inits the node and times the Init call to the node reporting Running (now: Kubernetes
-// Ready, once Init brings it up).
-func initToRunning(t *testing.T, n NodeState, fp string) {
+// initToRunning inits the node and times the Init call to the node reporting Running (Kubernetes
+// Ready) and to CoreDNS ready.
+func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	l, err := Plan("bench", 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +243,7 @@ func initToRunning(t *testing.T, n NodeState, fp string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	const what = "init to Running, node Ready (microvm, 2 vCPU, 2 GiB)"
 	start := time.Now()
 	var tasks []string
 	err = initNode(ctx, client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fp}, data, func(e *machine.Event) {
@@ -193,7 +252,7 @@ func initToRunning(t *testing.T, n NodeState, fp string) {
 		}
 	})
 	if err != nil {
-		fmt.Printf("init to Running: Init failed after %.1fs: %v\n", time.Since(start).Seconds(), err)
+		f.add(what, "s", 0, "≤ 120 s", fmt.Sprintf("Init failed after %.1fs: %v", time.Since(start).Seconds(), err))
 		return
 	}
 	cctx, err := ClientContext(cfgs.Secrets, []string{n.APIEndpoint()}, time.Now())
@@ -201,17 +260,17 @@ func initToRunning(t *testing.T, n NodeState, fp string) {
 		t.Fatal(err)
 	}
 	if err := waitRunning(ctx, n, cctx, 30*time.Minute, nil); err != nil {
-		fmt.Printf("init to Running: %v\n", err)
+		f.add(what, "s", 0, "≤ 120 s", err.Error())
 		return
 	}
-	fmt.Printf("init to Running, node Ready (QEMU, 2 vCPU, 2 GiB): %.1fs\n  tasks: %s\n", time.Since(start).Seconds(), strings.Join(tasks, ", "))
+	f.add(what, "s", time.Since(start).Seconds(), "≤ 120 s", "tasks: "+strings.Join(tasks, ", "))
 	o := client.Options{Endpoint: n.APIEndpoint(), Context: cctx}
 	if err := waitCheck(ctx, o, "coredns"); err != nil {
-		fmt.Printf("init to CoreDNS ready: %v\n", err)
+		f.add("init to CoreDNS ready", "s", 0, "≤ 150 s", err.Error())
 	} else {
-		fmt.Printf("init to CoreDNS ready: %.1fs\n", time.Since(start).Seconds())
+		f.add("init to CoreDNS ready", "s", time.Since(start).Seconds(), "≤ 150 s", "")
 	}
-	printMemory(ctx, o, "in Running")
+	recordMemory(ctx, f, o, "in Running")
 }
 
 // waitCheck polls the node's Health until the named check passes, and returns its last message if
@@ -242,129 +301,4 @@ func waitCheck(ctx context.Context, o client.Options, name string) error {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// buildFakeImage builds the image with image/internal/fakemachined, a trivial init that brings up the
-// network as machined does and answers one line on port 50000.
-func buildFakeImage(t *testing.T, repo string) string {
-	t.Helper()
-	dir := t.TempDir()
-	start := time.Now()
-	fmt.Println("building the image with the trivial init (fakemachined)...")
-	fake := filepath.Join(dir, "fakemachined")
-	for _, c := range [][]string{
-		{"go", "build", "-trimpath", "-o", fake, "./image/internal/fakemachined"},
-		{"go", "run", "./image/cmd/mkimage", "-out", dir, "-machined", fake, "-bundle", filepath.Join(dir, "no-bundle"), "-no-iso", "-no-raw"},
-	} {
-		cmd := exec.Command(c[0], c[1:]...)
-		cmd.Dir, cmd.Env = repo, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
-		}
-	}
-	fmt.Printf("  built in %.1fs\n", time.Since(start).Seconds())
-	return dir
-}
-
-// bootFake boots the trivial image and times QEMU's start to its first answer on the API port, found
-// the same way as Cairn's: the network probe, then one connection at a time.
-func bootFake(t *testing.T, img string, i int) time.Duration {
-	t.Helper()
-	vm, err := qemu.New(qemu.Config{Name: fmt.Sprintf("bare%d", i), Dir: t.TempDir(), Memory: 2048, CPUs: 2,
-		Kernel: filepath.Join(img, "vmlinux"), Initramfs: filepath.Join(img, "initramfs.cpio.zst")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := vm.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer vm.Stop()
-	if err := vm.WaitNetwork(ctx); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", vm.APIHostPort())
-	for ctx.Err() == nil {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.TrimSpace(line) != "" {
-				return time.Since(vm.Started())
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the trivial init never answered:\n%s", ConsoleTail(vm.ConsolePath(), 2000))
-	return 0
-}
-
-func printMachine() {
-	model := "unknown"
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
-	var si syscall.Sysinfo_t
-	_ = syscall.Sysinfo(&si)
-	qv, _ := exec.Command("qemu-system-x86_64", "--version").Output()
-	first, _, _ := strings.Cut(string(qv), "\n")
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("machine: %s, %d cores, %.1f GiB RAM, %s, load %s\n", model, runtime.NumCPU(),
-		float64(si.Totalram)*float64(si.Unit)/(1<<30), first, strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Println("QEMU runs with -accel tcg (emulation): KVM hangs on this machine class")
-}
-
-// printSizes lists each artifact's size; for sparse files also the blocks they really take.
-func printSizes(dir string) {
-	fmt.Printf("image artifacts in %s:\n", dir)
-	for _, f := range []string{"vmlinuz", "vmlinux", "initramfs.cpio.zst", "rootfs.squashfs", "cairn.iso", "cairn.raw", "init", "machined", "cairnctl"} {
-		fi, err := os.Stat(filepath.Join(dir, f))
-		if err != nil {
-			fmt.Printf("  %-20s missing\n", f)
-			continue
-		}
-		used := ""
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 < fi.Size()*9/10 {
-			used = fmt.Sprintf(" (%.1f MiB allocated: sparse)", float64(st.Blocks*512)/(1<<20))
-		}
-		fmt.Printf("  %-20s %8.1f MiB%s\n", f, float64(fi.Size())/(1<<20), used)
-	}
-	var bundle int64
-	_ = filepath.Walk(filepath.Join(dir, "bundle"), func(_ string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			bundle += fi.Size()
-		}
-		return nil
-	})
-	fmt.Printf("  %-20s %8.1f MiB (Kubernetes images, containerd, runc, CNI plugins)\n", "bundle/", float64(bundle)/(1<<20))
-}
-
-func printFigure(what string, ds []time.Duration) {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	fmt.Printf("%s: median %.2fs, range %.2f-%.2fs over %d boots\n", what, median(s).Seconds(), s[0].Seconds(), s[len(s)-1].Seconds(), len(s))
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func sizeMiB(p string) float64 {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return 0
-	}
-	return float64(fi.Size()) / (1 << 20)
 }
