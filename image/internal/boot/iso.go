@@ -35,6 +35,13 @@ menuentry "Cairn" {
 `
 }
 
+// isoGrubModules are what grubCfg needs on either platform: the kernel loader and the menu, the serial
+// terminal, the video drivers (the EFI kernel loader wants a mode to hand over), and the ISO and
+// partition formats to find its files. Every partition map GRUB has is listed: grub-mkrescue's early
+// config loads each one by name and prints an error on the console for every one that is missing.
+const isoGrubModules = "linux normal configfile echo test search serial terminal all_video iso9660 fat " +
+	"part_acorn part_amiga part_apple part_bsd part_dfly part_dvh part_gpt part_msdos part_plan part_sun part_sunpc"
+
 // ISO builds a hybrid ISO with grub-mkrescue (GRUB for BIOS El Torito and for UEFI from an embedded
 // FAT image). xorriso and mtools read SOURCE_DATE_EPOCH; file dates are forced to it as well.
 func ISO(ctx context.Context, c ISOConfig) error {
@@ -59,7 +66,11 @@ func ISO(ctx context.Context, c ISOConfig) error {
 		return err
 	}
 	date := time.Unix(c.Epoch, 0).UTC().Format("2006010215040500")
-	cmd := exec.CommandContext(ctx, "grub-mkrescue", "-o", c.Out, root, "--",
+	// Only the GRUB modules this grub.cfg uses (grub-mkrescue's default installs every module of both
+	// platforms, every translation and a 2 MiB font: 16 MiB of the ISO, measured), compressed.
+	cmd := exec.CommandContext(ctx, "grub-mkrescue", "-o", c.Out,
+		"--locales=", "--fonts=", "--themes=", "--compress=xz", "--install-modules="+isoGrubModules,
+		root, "--",
 		"-volid", "CAIRN",
 		"-volume_date", "all_file_dates", date,
 		"-volume_date", "uuid", date)
