@@ -260,18 +260,7 @@ func printTimeline(w io.Writer, title string, lines []stamp) {
 //
 //	go test -tags bench -run TestBootTimeline -count=1 -v ./cairnctl/internal/cluster/
 func TestBootTimeline(t *testing.T) {
-	repo, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := os.Getenv("CAIRN_IMAGE_DIR")
-	if out == "" {
-		out = filepath.Join(repo, "_out")
-	}
-	img, err := FindArtifacts(out, qemu.ModeVmlinux)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, img := benchImage(t)
 	l, err := Plan("bench", 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)

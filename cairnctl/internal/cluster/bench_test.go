@@ -31,19 +31,27 @@ func benchRuns() int {
 	return 5
 }
 
-func TestBench(t *testing.T) {
+// benchImage finds the repository, the image directory (CAIRN_IMAGE_DIR, default _out) and its vmlinux
+// boot artifacts.
+func benchImage(t *testing.T) (repo, out string, img Artifacts) {
+	t.Helper()
 	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := os.Getenv("CAIRN_IMAGE_DIR")
+	out = os.Getenv("CAIRN_IMAGE_DIR")
 	if out == "" {
 		out = filepath.Join(repo, "_out")
 	}
-	img, err := FindArtifacts(out, qemu.ModeVmlinux)
+	img, err = FindArtifacts(out, qemu.ModeVmlinux)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return repo, out, img
+}
+
+func TestBench(t *testing.T) {
+	repo, out, img := benchImage(t)
 	f := &figures{Started: time.Now(), Commit: gitCommit(repo), Machine: hostInfo(), Sizes: sizes(out), Timelines: map[string][]stamp{}}
 	fmt.Println(f.Machine)
 
