@@ -123,8 +123,13 @@ func (p probe) get(initialDelay, timeout, failures, period int32) *corev1.Probe 
 	}
 }
 
-func (p probe) liveness() *corev1.Probe  { return p.get(10, 15, 8, 10) }
-func (p probe) readiness() *corev1.Probe { return p.get(0, 15, 3, 1) }
+func (p probe) liveness() *corev1.Probe { return p.get(10, 15, 8, 10) }
+
+// readiness is only the API server's: no Service routes to a static pod, so readiness tells machined's
+// health and the user, nothing else. Each probe is a new TLS connection and a full /readyz run;
+// kubeadm's one a second made probes a third of an idle control plane's API requests (with the same for
+// etcd and the scheduler, which have none now), so it runs every 5 s.
+func (p probe) readiness() *corev1.Probe { return p.get(0, 15, 3, 5) }
 
 // startup allows ten minutes for a first start. kubeadm allows four, which real hardware never needs;
 // under emulation the third API server of a three-member cluster took longer than that to answer

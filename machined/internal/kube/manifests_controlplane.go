@@ -13,6 +13,12 @@ const (
 	SchedulerPort         = 10259
 )
 
+// leaderElectRetry is how often the controller-manager's and the scheduler's leaders renew their leases
+// (the default is 2 s). Every renewal is an etcd write: at the default, the two leases were four in
+// five of an idle control plane's writes. The lease (15 s) and the renew deadline (10 s) keep their
+// defaults, so a failed leader is replaced as fast as before.
+const leaderElectRetry = "5s"
+
 // pkiMount gives a component the PKI directory, read-only.
 func (r *Renderer) pkiMount() hostMount {
 	return hostMount{name: "k8s-certs", hostPath: r.layout.PKI(), mountPath: containerPKIDir, readOnly: true,
@@ -97,6 +103,7 @@ func (r *Renderer) ControllerManagerPod() *corev1.Pod {
 		{"controllers", "*,bootstrapsigner,tokencleaner"},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
+		{"leader-elect-retry-period", leaderElectRetry},
 		{"node-cidr-mask-size", strconv.Itoa(r.maskSize)},
 		{"requestheader-client-ca-file", inPKI(FrontProxyCACert)},
 		{"root-ca-file", inPKI(CACert)},
@@ -126,20 +133,18 @@ func (r *Renderer) SchedulerPod() *corev1.Pod {
 		{"bind-address", r.loopback()},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
+		{"leader-elect-retry-period", leaderElectRetry},
 	}
 	vols, vms := volumes([]hostMount{r.kubeconfigMount(SchedulerConf)})
-	p := probe{host: r.loopback(), port: SchedulerPort, scheme: corev1.URISchemeHTTPS}
-	live, ready := p, p
-	live.path, ready.path = "/livez", "/readyz"
+	live := probe{host: r.loopback(), path: "/livez", port: SchedulerPort, scheme: corev1.URISchemeHTTPS}
 	return staticPod(corev1.Container{
-		Name:           KubeScheduler,
-		Image:          r.images.Scheduler,
-		Command:        command(KubeScheduler, flags, r.cfg.Cluster.Scheduler.ExtraArgs),
-		VolumeMounts:   vms,
-		Resources:      requests("100m", ""),
-		LivenessProbe:  live.liveness(),
-		ReadinessProbe: ready.readiness(),
-		StartupProbe:   live.startup(),
+		Name:          KubeScheduler,
+		Image:         r.images.Scheduler,
+		Command:       command(KubeScheduler, flags, r.cfg.Cluster.Scheduler.ExtraArgs),
+		VolumeMounts:  vms,
+		Resources:     requests("100m", ""),
+		LivenessProbe: live.liveness(),
+		StartupProbe:  live.startup(),
 	}, vols)
 }
 

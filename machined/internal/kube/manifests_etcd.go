@@ -93,17 +93,14 @@ func (r *Renderer) EtcdPod(o EtcdOptions) *corev1.Pod {
 	// serializable: a liveness check must not depend on quorum, or one lost peer restarts them all.
 	live := health
 	live.path = "/health?serializable=true"
-	ready := health
-	ready.path = "/readyz"
 	return staticPod(corev1.Container{
-		Name:           Etcd,
-		Image:          r.images.Etcd,
-		Command:        command("etcd", flags, r.cfg.Cluster.Etcd.ExtraArgs),
-		VolumeMounts:   vms,
-		Resources:      requests("100m", "100Mi"),
-		LivenessProbe:  live.liveness(),
-		ReadinessProbe: ready.readiness(),
-		StartupProbe:   live.startup(),
+		Name:          Etcd,
+		Image:         r.images.Etcd,
+		Command:       command("etcd", flags, r.cfg.Cluster.Etcd.ExtraArgs),
+		VolumeMounts:  vms,
+		Resources:     requests("100m", "100Mi"),
+		LivenessProbe: live.liveness(),
+		StartupProbe:  live.startup(),
 	}, vols)
 }
 
