@@ -88,7 +88,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	f.StringVar(&o.ImageDir, "image-dir", "", "directory with vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw (default: the _out of cairnctl's repository, else ./_out)")
 	f.StringVar(&mode, "mode", string(qemu.ModeVmlinux), "boot mode: vmlinux (direct kernel boot, fastest), iso (SeaBIOS) or raw (UEFI disk)")
 	f.IntVar(&o.Memory, "memory", 0, "memory of every node in MiB (default 2048 for control planes, 1024 for workers)")
-	f.IntVar(&o.CPUs, "cpus", 2, "virtual CPUs per node")
+	f.IntVar(&o.CPUs, "cpus", 0, "virtual CPUs per node (default: 2 for control planes while two each fit this host's cores, else 1; 2 for workers only if that still fits, else 1)")
 	sizes.register(f, "each node's", "each control plane's")
 	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane, in place of the blank disk of that serial (cairn-state, cairn-ephemeral, cairn-etcd) or as an extra disk (destroy leaves FILE alone)")
 	f.BoolVar(&o.NoInit, "no-init", false, "boot the nodes and leave them in maintenance mode (print each node's token and fingerprint)")
@@ -137,7 +137,7 @@ Either way add waits until the node is Running and adds its machine API to the c
 	f.BoolVar(&o.SelfJoin, "self-join", false, "let the node join by itself from its kernel command line instead of pushing the join to it")
 	f.StringVar(&o.ImageDir, "image-dir", "", "directory with the built image (default: the _out of cairnctl's repository, else ./_out)")
 	f.IntVar(&o.Memory, "memory", 0, "the node's memory in MiB (default 2048 for a control plane, 1024 for a worker)")
-	f.IntVar(&o.CPUs, "cpus", 2, "virtual CPUs")
+	f.IntVar(&o.CPUs, "cpus", 0, "virtual CPUs (default: as cluster create chooses for the cluster with this node in it)")
 	sizes.register(f, "the node's", "a control plane's")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long the node may take to answer on its machine API (default 5m)")
 	return c

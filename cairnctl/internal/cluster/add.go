@@ -66,12 +66,20 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The default vCPUs follow the cluster's shape with the new node in it.
+	for _, m := range append(nodes, n) {
+		if m.Role == RoleControlPlane {
+			co.ControlPlanes++
+		} else {
+			co.Workers++
+		}
+	}
 	if err := writeNodeConfig(dir, n); err != nil {
 		return nil, err
 	}
 	first := st.Nodes[0]
 	spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: st.Group, Mode: st.Mode, Image: img,
-		Memory: co.memory(n.Role), CPUs: co.CPUs, Disks: co.disks(n, false), Token: RandomToken()}
+		Memory: co.memory(n.Role), CPUs: co.cpus(n.Role), Disks: co.disks(n, false), Token: RandomToken()}
 	if o.SelfJoin {
 		if spec.Cmdline, err = selfJoinArgs(ctx, first, n, cctx, co.SequenceTimeout); err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -105,9 +106,6 @@ func (o CreateOptions) withDefaults() CreateOptions {
 	if o.Mode == "" {
 		o.Mode = qemu.ModeVmlinux
 	}
-	if o.CPUs == 0 {
-		o.CPUs = 2
-	}
 	if o.StateSize == 0 {
 		o.StateSize = 1 << 30
 	}
@@ -132,6 +130,18 @@ func (o CreateOptions) withDefaults() CreateOptions {
 }
 
 // memory is a node's memory: the option, else the role's default.
+// cpus is a node's vCPUs: --cpus, else DefaultCPUs for this host and the cluster's shape.
+func (o CreateOptions) cpus(role string) int {
+	if o.CPUs > 0 {
+		return o.CPUs
+	}
+	cp, w := DefaultCPUs(runtime.NumCPU(), o.ControlPlanes, o.Workers)
+	if role == RoleControlPlane {
+		return cp
+	}
+	return w
+}
+
 func (o CreateOptions) memory(role string) int {
 	switch {
 	case o.Memory > 0:
@@ -192,7 +202,7 @@ func create(ctx context.Context, o CreateOptions, layout Layout, img Artifacts, 
 	vms := map[string]*qemu.VM{}
 	for i, n := range layout.Nodes {
 		spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: layout.Group, Mode: o.Mode, Image: img,
-			Memory: o.memory(n.Role), CPUs: o.CPUs, Disks: o.disks(n, i == 0), Token: RandomToken()}
+			Memory: o.memory(n.Role), CPUs: o.cpus(n.Role), Disks: o.disks(n, i == 0), Token: RandomToken()}
 		vm, ns, err := StartVM(ctx, spec)
 		if err != nil {
 			return res, err
