@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-ha bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -68,6 +68,10 @@ integration: build bundle payload ## root integration tests: loop devices, mount
 e2e: image ## end-to-end tests: QEMU boots of the built image, driven only through cairnctl
 	./hack/deps.sh qemu
 	$(GO) test -tags e2e -timeout 80m -count=1 -v ./hack/e2e/
+
+e2e-join: image ## a control plane and two workers in QEMU: joins, workloads across nodes, self-join (not in make test: see TestJoin)
+	./hack/deps.sh qemu
+	CAIRN_E2E_JOIN=1 $(GO) test -tags e2e -timeout 70m -count=1 -v -run 'TestJoin$$' ./hack/e2e/
 
 e2e-ha: image ## three control planes in QEMU, one powered off (needs more than two cores under TCG; not in make test)
 	./hack/deps.sh qemu

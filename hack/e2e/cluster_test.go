@@ -28,6 +28,8 @@ const echoGreeting = "cairn-echo: hello from Cairn"
 // alone; a new Init from the snapshot that brings the cluster's state back; then cluster destroy, which
 // must leave no QEMU and no directory behind. Each step starts from the state the previous one left, so
 // one VM serves them all (TCG makes every boot and Init cost minutes).
+// Before the reboot, the node serves workloads as a user's first app (issue 12: checkWorkloads on
+// one node).
 func TestControlPlane(t *testing.T) {
 	foreign := filepath.Join(t.TempDir(), "foreign.raw")
 	makeForeignExt4(t, foreign)
@@ -63,42 +65,10 @@ func TestControlPlane(t *testing.T) {
 		kubectl(t, kc, "create", "configmap", "keep-me", "--from-literal=answer=42")
 	})
 
-	t.Run("logs and dmesg", func(t *testing.T) {
-		// klog's header (after the time cairnctl puts in front): the lines are the component's own, not
-		// Cairn's about it.
-		klog := regexp.MustCompile(`(?m)^\S+ \S+ [IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+\.go:\d+\]`)
-		for _, svc := range []string{"kubelet", "kube-apiserver"} {
-			out := mustCtl(t, time.Minute, append(mtls(), "logs", svc, "--tail", "50")...)
-			if !klog.MatchString(out) {
-				t.Errorf("cairnctl logs %s --tail 50 shows no line of %s's own:\n%s", svc, svc, out)
-			}
-		}
-		if out := mustCtl(t, time.Minute, append(mtls(), "logs", "machined", "--tail", "20")...); strings.TrimSpace(out) == "" {
-			t.Errorf("cairnctl logs machined is empty")
-		}
-		if out := mustCtl(t, time.Minute, append(mtls(), "dmesg")...); !strings.Contains(out, "Linux version") {
-			t.Errorf("cairnctl dmesg lacks the kernel's first line (Linux version):\n%s", tailString(out, 2000))
-		}
-	})
-
+	t.Run("workloads", func(t *testing.T) { checkWorkloads(t, c, kc) })
+	t.Run("logs and dmesg", func(t *testing.T) { checkLogs(t, mtls()) })
 	t.Run("service stop and start", func(t *testing.T) {
-		mustCtl(t, 2*time.Minute, append(mtls(), "service", "kubelet", "stop")...)
-		if st := serviceState(t, mtls(), "kubelet"); st != "stopped" {
-			t.Errorf("kubelet after service stop: state %q, want stopped", st)
-		}
-		mustCtl(t, 2*time.Minute, append(mtls(), "service", "kubelet", "start")...)
-		waitService(t, mtls(), "kubelet", "running", 2*time.Minute)
-		var seen []string
-		for _, e := range readEvents(t, mtls()) {
-			if e.Kind == "service" && e.Task == "kubelet" {
-				seen = append(seen, e.Outcome)
-			}
-		}
-		if !containsInOrder(seen, "stopped", "started") {
-			t.Errorf("kubelet's service events = %v, want a stop then a start", seen)
-		}
-		// The restarted kubelet takes the node and its pod back.
-		waitNodeReady(t, kc, n.Name)
+		checkServiceRestart(t, mtls(), kc, n.Name)
 		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo", "--timeout=5m")
 	})
 
@@ -124,17 +94,7 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	snapshot := filepath.Join(t.TempDir(), "etcd.snapshot")
-	t.Run("etcd members and snapshot", func(t *testing.T) {
-		if out := mustCtl(t, time.Minute, append(mtls(), "etcd", "members")...); !strings.Contains(out, "10.5.0.2") {
-			t.Errorf("etcd members does not list the node's address 10.5.0.2:\n%s", out)
-		}
-		out := mustCtl(t, 5*time.Minute, append(mtls(), "etcd", "snapshot", snapshot)...)
-		fi, err := os.Stat(snapshot)
-		if err != nil || fi.Size() < 1<<16 {
-			t.Fatalf("etcd snapshot wrote %v (%v), want a file of at least 64 KiB; cairnctl said:\n%s", fi, err, out)
-		}
-		t.Logf("snapshot: %d bytes\n%s", fi.Size(), out)
-	})
+	t.Run("etcd members and snapshot", func(t *testing.T) { checkEtcdSnapshot(t, mtls(), "10.5.0.2", snapshot) })
 
 	t.Run("reset wipes Cairn's disks only", func(t *testing.T) {
 		off := consoleSize(t, n)
@@ -170,17 +130,7 @@ func TestControlPlane(t *testing.T) {
 		waitNodeReady(t, kc, n.Name)
 	})
 
-	pid := n.PID
-	mustCtl(t, 2*time.Minute, "cluster", "destroy", "--name", c.Name, "--state-dir", stateDir)
-	if alive(pid) {
-		t.Errorf("node %s: QEMU (pid %d) still runs after cluster destroy", n.Name, pid)
-	}
-	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
-		t.Errorf("cluster destroy left %s (%v)", c.Dir, err)
-	}
-	if ci := listCluster(t, c.Name); len(ci.Nodes) > 0 || ci.Dir != "" {
-		t.Errorf("cluster list still shows %s after destroy: %+v", c.Name, ci)
-	}
+	checkDestroy(t, c)
 	if got := headTailSum(t, foreign); got != foreignSum {
 		t.Errorf("the foreign disk changed")
 	}
@@ -189,9 +139,20 @@ func TestControlPlane(t *testing.T) {
 // TestJoin is a control plane and a worker made by `cluster create --workers 1` (issue 6): the worker
 // joins through `cairnctl join`'s code, both nodes are Running and Ready, a pod placed on the worker
 // runs, and the worker comes back Running after a reboot without joining again. Both nodes then serve
-// workloads (issue 12: checkWorkloads). Then `cluster add --self-join` boots a second worker that joins
-// by itself from its kernel command line.
+// workloads (issue 12: checkWorkloads), and the control plane answers an operator's day-2 commands
+// (logs, dmesg, service control, etcd members and snapshot). Then `cluster add --self-join` boots a
+// second worker that joins by itself from its kernel command line, and cluster destroy leaves nothing.
+//
+// `make e2e` skips it; run it with `make e2e-join` (CAIRN_E2E_JOIN=1). On a 2-core host under TCG two
+// or three VMs fail it often enough to sink CI: the control plane's API server stalls past its clients'
+// 5 s timeouts and the controller-manager and scheduler lose their leases, and once both vCPUs of the
+// control plane were stuck in the guest kernel for ten minutes (soft lockups in kube-apiserver and
+// etcd, an RCU stall with "Possible timer handling issue"), a hang of QEMU's multi-threaded TCG that a
+// single VM has not shown.
 func TestJoin(t *testing.T) {
+	if os.Getenv("CAIRN_E2E_JOIN") == "" {
+		t.Skip("a control plane and workers in QEMU: run `make e2e-join` (CAIRN_E2E_JOIN=1)")
+	}
 	c := createCluster(t, "join", createTimeout, "--workers", "1")
 	for i := range c.Nodes {
 		if s := status(t, c.mtls(i)); s.State != "Running" {
@@ -224,6 +185,12 @@ func TestJoin(t *testing.T) {
 		mustCtl(t, 10*time.Minute, "--cairnconfig", c.cairnconfig, "--nodes", c.Nodes[0].APIEndpoint+","+w.APIEndpoint, "health")
 		checkWorkloads(t, c, kc)
 	})
+	cp := c.mtls(0)
+	t.Run("logs and dmesg", func(t *testing.T) { checkLogs(t, cp) })
+	t.Run("service stop and start", func(t *testing.T) { checkServiceRestart(t, cp, kc, c.Nodes[0].Name) })
+	t.Run("etcd members and snapshot", func(t *testing.T) {
+		checkEtcdSnapshot(t, cp, "10.5.0.2", filepath.Join(t.TempDir(), "etcd.snapshot"))
+	})
 
 	// The other way in: a node booted with cairn.join=, cairn.jointoken= and cairn.joinca= on its kernel
 	// command line asks the join service for its ticket by itself; nobody sends it a Join.
@@ -250,6 +217,7 @@ func TestJoin(t *testing.T) {
 		t.Errorf("the control plane issued no ticket to %s asked for from the cluster's L2; tickets: %q", w2.Name, issued)
 	}
 	waitNodeReady(t, kc, w2.Name)
+	checkDestroy(t, c)
 }
 
 // waitNodeReady waits for the Kubernetes node to be Ready.

@@ -21,11 +21,11 @@ import (
 	"github.com/cairn-os/cairn/hack/examples/helloimage"
 )
 
-// checkWorkloads is what a user does first on a new cluster (issue 12), on a control plane and a worker:
-// import an image the nodes do not carry, run two replicas of it on different nodes behind a ClusterIP
-// and a NodePort Service, and reach them from a pod on each node by the Service's DNS name, by pod IP
-// across nodes, and through the NodePort on both nodes' addresses; kubernetes.default resolves. Only
-// cairnctl and kubectl touch the cluster.
+// checkWorkloads is what a user does first on a new cluster (issue 12), on one node or on a control plane
+// and a worker: import an image the nodes do not carry, run two replicas of it (on different nodes when
+// there are two) behind a ClusterIP and a NodePort Service, and reach them from a pod on each node by the
+// Service's DNS name, by pod IP (across nodes when there are two), and through the NodePort on every
+// node's address; kubernetes.default resolves. Only cairnctl and kubectl touch the cluster.
 func checkWorkloads(t *testing.T, c *cluster, kc string) {
 	const ns = "workloads"
 	archive := filepath.Join(t.TempDir(), "hello.tar")
@@ -44,11 +44,14 @@ func checkWorkloads(t *testing.T, c *cluster, kc string) {
 		t.Fatal(err)
 	}
 
-	// Into both nodes at once, through their machine APIs.
-	both := c.Nodes[0].APIEndpoint + "," + c.Nodes[1].APIEndpoint
-	out := mustCtl(t, 10*time.Minute, "--cairnconfig", c.cairnconfig, "--nodes", both, "image", "import", archive)
+	// Into every node at once, through their machine APIs.
+	var endpoints, nodes []string
+	for _, n := range c.Nodes {
+		endpoints, nodes = append(endpoints, n.APIEndpoint), append(nodes, n.Name)
+	}
+	out := mustCtl(t, 10*time.Minute, "--cairnconfig", c.cairnconfig, "--nodes", strings.Join(endpoints, ","), "image", "import", archive)
 	t.Logf("image import:\n%s", out)
-	for i := range 2 {
+	for i := range c.Nodes {
 		if out := mustCtl(t, time.Minute, append(c.mtls(i), "image", "list")...); !strings.Contains(out, helloimage.Ref) {
 			t.Fatalf("node %s: image list lacks %s after the import:\n%s", c.Nodes[i].Name, helloimage.Ref, out)
 		}
@@ -56,7 +59,7 @@ func checkWorkloads(t *testing.T, c *cluster, kc string) {
 
 	kubectl(t, kc, "create", "namespace", ns)
 	manifest := filepath.Join(t.TempDir(), "hello.json")
-	writeJSONList(t, manifest, helloObjects(ns))
+	writeJSONList(t, manifest, helloObjects(ns, len(nodes) > 1))
 	kubectl(t, kc, "apply", "-f", manifest)
 	kubectl(t, kc, "-n", ns, "rollout", "status", "deployment/hello", "--timeout=8m")
 
@@ -69,7 +72,6 @@ func checkWorkloads(t *testing.T, c *cluster, kc string) {
 			backend[p.Spec.NodeName] = p
 		}
 	}
-	nodes := []string{c.Nodes[0].Name, c.Nodes[1].Name}
 	for _, n := range nodes {
 		if _, ok := backend[n]; !ok {
 			t.Fatalf("no hello replica runs on %s; replicas: %v", n, podPlaces(pods.Items))
@@ -90,7 +92,7 @@ func checkWorkloads(t *testing.T, c *cluster, kc string) {
 	nodePort := np.Spec.Ports[0].NodePort
 
 	for i, n := range nodes {
-		other := nodes[1-i]
+		other := nodes[(i+1)%len(nodes)] // the other node's replica; on one node, the node's own
 		args := []string{"probe", "--count", "20",
 			"--lookup", "kubernetes.default",
 			"--get", "http://hello." + ns + ".svc.cluster.local",
@@ -130,9 +132,9 @@ func checkWorkloads(t *testing.T, c *cluster, kc string) {
 	kubectl(t, kc, "delete", "namespace", ns, "--wait=false")
 }
 
-// helloObjects are two replicas of hello that must land on different nodes, a ClusterIP Service and a
-// NodePort Service in front of them.
-func helloObjects(ns string) []any {
+// helloObjects are two replicas of hello (that must land on different nodes if spread), a ClusterIP
+// Service and a NodePort Service in front of them.
+func helloObjects(ns string, spread bool) []any {
 	labels := map[string]string{"app": "hello"}
 	env := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -147,11 +149,6 @@ func helloObjects(ns string) []any {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
-					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-							LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname",
-						}},
-					}},
 					Containers: []corev1.Container{{
 						Name: "hello", Image: helloimage.Ref, ImagePullPolicy: corev1.PullNever,
 						Env:   []corev1.EnvVar{env("POD_NAME", "metadata.name"), env("NODE_NAME", "spec.nodeName"), env("POD_IP", "status.podIP")},
@@ -163,6 +160,13 @@ func helloObjects(ns string) []any {
 				},
 			},
 		},
+	}
+	if spread {
+		dep.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname",
+			}},
+		}}
 	}
 	svc := func(name string, typ corev1.ServiceType) *corev1.Service {
 		return &corev1.Service{
