@@ -129,7 +129,6 @@ func (o CreateOptions) withDefaults() CreateOptions {
 	return o
 }
 
-// memory is a node's memory: the option, else the role's default.
 // cpus is a node's vCPUs: --cpus, else DefaultCPUs for this host and the cluster's shape.
 func (o CreateOptions) cpus(role string) int {
 	if o.CPUs > 0 {
@@ -142,6 +141,7 @@ func (o CreateOptions) cpus(role string) int {
 	return w
 }
 
+// memory is a node's memory: the option, else the role's default.
 func (o CreateOptions) memory(role string) int {
 	switch {
 	case o.Memory > 0:
