@@ -201,27 +201,20 @@ starts a new cluster from it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
-			if err := checkTarget(path, force); err != nil {
-				return err
-			}
-			ncs, closeAll, err := g.clients()
+			node, size, sum, err := g.fetchToFile(path, force, func(nc nodeClient) (func() (*machine.DataChunk, error), error) {
+				s, err := nc.EtcdSnapshot(cmd.Context(), &machine.EtcdSnapshotRequest{})
+				if err != nil {
+					return nil, err
+				}
+				return s.Recv, nil
+			})
 			if err != nil {
 				return err
-			}
-			defer closeAll()
-			nc := ncs[0]
-			s, err := nc.EtcdSnapshot(cmd.Context(), &machine.EtcdSnapshotRequest{})
-			if err != nil {
-				return err
-			}
-			size, sum, err := saveSnapshot(s.Recv, path, g.stderr)
-			if err != nil {
-				return fmt.Errorf("node %s: %s", nc.name, describe(err))
 			}
 			if g.output == "json" {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{"file": path, "node": nc.name, "size": size, "sha256": sum})
+				return json.NewEncoder(g.stdout).Encode(map[string]any{"file": path, "node": node, "size": size, "sha256": sum})
 			}
-			fmt.Fprintf(g.stdout, "wrote %s from node %s: %s (%d bytes), sha256 %s\n", path, nc.name, humanSize(uint64(size)), size, sum)
+			fmt.Fprintf(g.stdout, "wrote %s from node %s: %s (%d bytes), sha256 %s\n", path, node, humanSize(uint64(size)), size, sum)
 			return nil
 		},
 	}
@@ -239,6 +232,28 @@ func checkTarget(path string, force bool) error {
 		return err
 	}
 	return nil
+}
+
+// fetchToFile streams a file from the first node given into path, refusing to overwrite it without force:
+// open starts the node's stream, saveSnapshot writes and verifies it. It returns the node's name.
+func (g *globals) fetchToFile(path string, force bool, open func(nodeClient) (func() (*machine.DataChunk, error), error)) (node string, size int64, sum string, err error) {
+	if err := checkTarget(path, force); err != nil {
+		return "", 0, "", err
+	}
+	ncs, closeAll, err := g.clients()
+	if err != nil {
+		return "", 0, "", err
+	}
+	defer closeAll()
+	nc := ncs[0]
+	recv, err := open(nc)
+	if err != nil {
+		return "", 0, "", err
+	}
+	if size, sum, err = saveSnapshot(recv, path, g.stderr); err != nil {
+		return "", 0, "", fmt.Errorf("node %s: %s", nc.name, describe(err))
+	}
+	return nc.name, size, sum, nil
 }
 
 // progressEvery paces the progress lines of a long transfer.

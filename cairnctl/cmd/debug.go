@@ -40,27 +40,20 @@ accounting as text (runtime/metrics): where the memory goes besides the heap.
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, path := args[0], args[1]
-			if err := checkTarget(path, force); err != nil {
-				return err
-			}
-			ncs, closeAll, err := g.clients()
+			node, size, sum, err := g.fetchToFile(path, force, func(nc nodeClient) (func() (*machine.DataChunk, error), error) {
+				s, err := nc.Profile(cmd.Context(), &machine.ProfileRequest{Name: name, Seconds: seconds, Debug: debug, Gc: gc})
+				if err != nil {
+					return nil, err
+				}
+				return s.Recv, nil
+			})
 			if err != nil {
 				return err
-			}
-			defer closeAll()
-			nc := ncs[0]
-			s, err := nc.Profile(cmd.Context(), &machine.ProfileRequest{Name: name, Seconds: seconds, Debug: debug, Gc: gc})
-			if err != nil {
-				return err
-			}
-			size, sum, err := saveSnapshot(s.Recv, path, g.stderr)
-			if err != nil {
-				return fmt.Errorf("node %s: %s", nc.name, describe(err))
 			}
 			if g.output == "json" {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{"file": path, "node": nc.name, "profile": name, "size": size, "sha256": sum})
+				return json.NewEncoder(g.stdout).Encode(map[string]any{"file": path, "node": node, "profile": name, "size": size, "sha256": sum})
 			}
-			fmt.Fprintf(g.stdout, "wrote %s profile of machined on node %s to %s (%s)\n", name, nc.name, path, humanSize(uint64(size)))
+			fmt.Fprintf(g.stdout, "wrote %s profile of machined on node %s to %s (%s)\n", name, node, path, humanSize(uint64(size)))
 			return nil
 		},
 	}
