@@ -69,7 +69,7 @@ e2e: image ## end-to-end tests: QEMU boots of the built image, driven only throu
 	./hack/deps.sh qemu
 	$(GO) test -tags e2e -timeout 80m -count=1 -v ./hack/e2e/
 
-e2e-join: image ## a control plane and two workers in QEMU: joins, workloads across nodes, self-join (not in make test: see TestJoin)
+e2e-join: image ## TestJoin with a third VM that joins by itself from its kernel command line (not in make test: see TestJoin)
 	./hack/deps.sh qemu
 	CAIRN_E2E_JOIN=1 $(GO) test -tags e2e -timeout 70m -count=1 -v -run 'TestJoin$$' ./hack/e2e/
 

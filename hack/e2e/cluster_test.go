@@ -136,24 +136,18 @@ func TestControlPlane(t *testing.T) {
 	}
 }
 
-// TestJoin is a control plane and a worker made by `cluster create --workers 1` (issue 6): the worker
-// joins through `cairnctl join`'s code, both nodes are Running and Ready, a pod placed on the worker
-// runs, and the worker comes back Running after a reboot without joining again. Both nodes then serve
-// workloads (issue 12: checkWorkloads), and the control plane answers an operator's day-2 commands
-// (logs, dmesg, service control, etcd members and snapshot). Then `cluster add --self-join` boots a
-// second worker that joins by itself from its kernel command line, and cluster destroy leaves nothing.
+// TestJoin is a control plane and a worker made by `cluster create --workers 1` (issues 6 and 12): the
+// worker joins through `cairnctl join`'s code, both nodes are Running and Ready, a pod placed on the
+// worker runs, and the worker comes back Running after a reboot without joining again. Both nodes then
+// serve workloads across the pod network (checkWorkloads on two nodes), and cluster destroy leaves
+// nothing. The operator's day-2 checks on the control plane are TestControlPlane's, not repeated here.
 //
-// `make e2e` skips it; run it with `make e2e-join` (CAIRN_E2E_JOIN=1). On a 2-core host under TCG it
-// passed one of the two runs with cluster create's vCPU defaults (a 2-vCPU control plane, 1-vCPU
-// workers; 893 s); in the other, once the third VM booted, the control plane's API server stalled past
-// its clients' 5 s timeouts and the controller-manager lost its lease, so the new node's certificate
-// was never signed. With workers at nice 10, both vCPUs of the control plane once stuck in the guest
-// kernel for ten minutes (soft lockups, an RCU stall), a hang of QEMU's multi-threaded TCG. A flake
-// that sinks half the runs cannot gate CI.
+// `make e2e-join` (CAIRN_E2E_JOIN=1) adds a third VM: `cluster add --self-join` boots a worker that
+// joins by itself from its kernel command line. With three TCG VMs on a 2-core host it passed one of
+// two runs: once the third VM booted, the control plane's API server stalled past its clients' 5 s
+// timeouts and the controller-manager lost its lease, so the new node's certificate was never signed.
+// That third VM stays out of `make test`.
 func TestJoin(t *testing.T) {
-	if os.Getenv("CAIRN_E2E_JOIN") == "" {
-		t.Skip("a control plane and workers in QEMU: run `make e2e-join` (CAIRN_E2E_JOIN=1)")
-	}
 	c := createCluster(t, "join", createTimeout, "--workers", "1")
 	for i := range c.Nodes {
 		if s := status(t, c.mtls(i)); s.State != "Running" {
@@ -186,12 +180,11 @@ func TestJoin(t *testing.T) {
 		mustCtl(t, 10*time.Minute, "--cairnconfig", c.cairnconfig, "--nodes", c.Nodes[0].APIEndpoint+","+w.APIEndpoint, "health")
 		checkWorkloads(t, c, kc)
 	})
-	cp := c.mtls(0)
-	t.Run("logs and dmesg", func(t *testing.T) { checkLogs(t, cp) })
-	t.Run("service stop and start", func(t *testing.T) { checkServiceRestart(t, cp, kc, c.Nodes[0].Name) })
-	t.Run("etcd members and snapshot", func(t *testing.T) {
-		checkEtcdSnapshot(t, cp, "10.5.0.2", filepath.Join(t.TempDir(), "etcd.snapshot"))
-	})
+	if os.Getenv("CAIRN_E2E_JOIN") == "" {
+		t.Log("skipping the self-joined third VM: run `make e2e-join` (CAIRN_E2E_JOIN=1)")
+		checkDestroy(t, c)
+		return
+	}
 
 	// The other way in: a node booted with cairn.join=, cairn.jointoken= and cairn.joinca= on its kernel
 	// command line asks the join service for its ticket by itself; nobody sends it a Join.

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// The operator's day-2 checks on a running control plane, shared by TestControlPlane (`make e2e`) and
-// TestJoin (`make e2e-join`). Each leaves the node as it found it.
+// The operator's day-2 checks on a running control plane, made by TestControlPlane. Each leaves the
+// node as it found it.
 
 // checkLogs: logs of Kubernetes components are their own lines, machined's log and dmesg answer.
 func checkLogs(t *testing.T, mtls []string) {
