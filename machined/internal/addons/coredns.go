@@ -3,6 +3,7 @@ package addons
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"text/template"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,8 +35,11 @@ var coreDNSLabels = map[string]string{"k8s-app": "kube-dns"}
 // corefile is kubeadm's Corefile at this version: the cluster zone and the reverse zones from the
 // API, the rest forwarded to the node's resolvers (the pods run with dnsPolicy Default, so
 // /etc/resolv.conf is the node's). The cluster zone is kept out of the cache: the kubernetes plugin
-// answers from its own watch, and a cached answer would outlive a Service's change.
-var corefile = template.Must(template.New("Corefile").Parse(`.:53 {
+// answers from its own watch, and a cached answer would outlive a Service's change. It is parsed on first
+// use, not when machined starts: every millisecond of start-up is paid again under emulation before the
+// API answers.
+var corefile = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("Corefile").Parse(`.:53 {
     errors
     health {
        lameduck 5s
@@ -59,10 +63,11 @@ var corefile = template.Must(template.New("Corefile").Parse(`.:53 {
     loadbalance
 }
 `))
+})
 
 func renderCorefile(o Options) (string, error) {
 	var b bytes.Buffer
-	if err := corefile.Execute(&b, struct {
+	if err := corefile().Execute(&b, struct {
 		Domain  string
 		Metrics int
 	}{o.DNSDomain, metricsPort}); err != nil {
