@@ -15,11 +15,15 @@ func TestManifestsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EtcdManifest: %v", err)
 	}
-	cp, err := r.ControlPlaneManifests()
+	api, err := r.APIServerManifest()
 	if err != nil {
-		t.Fatalf("ControlPlaneManifests: %v", err)
+		t.Fatalf("APIServerManifest: %v", err)
 	}
-	files := append(Files{etcd}, cp...)
+	controllers, err := r.ControllerManifests()
+	if err != nil {
+		t.Fatalf("ControllerManifests: %v", err)
+	}
+	files := append(Files{etcd, api}, controllers...)
 	wantPaths := []string{
 		"/etc/kubernetes/manifests/etcd.yaml",
 		"/etc/kubernetes/manifests/kube-apiserver.yaml",
@@ -44,8 +48,9 @@ func TestManifestsGolden(t *testing.T) {
 func TestManifestsDecode(t *testing.T) {
 	r := newTestRenderer(t)
 	etcd, _ := r.EtcdManifest(EtcdOptions{})
-	cp, _ := r.ControlPlaneManifests()
-	for _, f := range append(Files{etcd}, cp...) {
+	api, _ := r.APIServerManifest()
+	controllers, _ := r.ControllerManifests()
+	for _, f := range append(Files{etcd, api}, controllers...) {
 		var pod corev1.Pod
 		if err := yaml.UnmarshalStrict(f.Data, &pod); err != nil {
 			t.Errorf("%s: decode: %v", f.Path, err)

@@ -98,8 +98,9 @@ func TestSandboxPathsUnderRoot(t *testing.T) {
 		}
 	}
 	etcd, _ := r.EtcdManifest(EtcdOptions{})
-	cp, _ := r.ControlPlaneManifests()
-	for _, f := range append(Files{etcd}, cp...) {
+	api, _ := r.APIServerManifest()
+	controllers, _ := r.ControllerManifests()
+	for _, f := range append(Files{etcd, api}, controllers...) {
 		under("manifest file", f.Path)
 	}
 	for pod, vols := range map[string][]corev1.Volume{
