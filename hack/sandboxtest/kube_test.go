@@ -77,7 +77,7 @@ func TestSandboxControlPlane(t *testing.T) {
 	if !strings.Contains(out, "init finished") {
 		t.Fatalf("init did not finish:\n%s", out)
 	}
-	t.Logf("init to Running (node Ready) in %s", time.Since(start).Round(time.Second))
+	t.Logf("init to Running (node Ready) in %s:\n%s", time.Since(start).Round(time.Second), out)
 	mtls := []string{"--nodes", node, "--cairnconfig", filepath.Join(dir, "cairnconfig")}
 	health := must(t, dir, append(mtls, "health", "--wait", "2m")...)
 	for _, want := range []string{"etcd", "apiserver", "control-plane-pods", "node"} {
