@@ -153,15 +153,11 @@ func (r *Renderer) ManifestFile(pod *corev1.Pod) (File, error) {
 	return File{Path: r.layout.Manifest(pod.Name), Data: data, Mode: modeSecret}, nil
 }
 
-// APIServerManifest renders kube-apiserver's static pod. etcd is rendered apart (EtcdManifest) because
-// it may only be written once the ETCD volume is mounted, and the controllers apart
-// (ControllerManifests) because a first control plane starts them only once its API server is ready.
-func (r *Renderer) APIServerManifest() (File, error) { return r.ManifestFile(r.APIServerPod()) }
-
-// ControllerManifests renders kube-controller-manager and kube-scheduler.
-func (r *Renderer) ControllerManifests() (Files, error) {
+// ControlPlaneManifests renders kube-apiserver, kube-controller-manager and kube-scheduler. etcd is
+// rendered apart (EtcdManifest) because it may only be written once the ETCD volume is mounted.
+func (r *Renderer) ControlPlaneManifests() (Files, error) {
 	var files Files
-	for _, pod := range []*corev1.Pod{r.ControllerManagerPod(), r.SchedulerPod()} {
+	for _, pod := range []*corev1.Pod{r.APIServerPod(), r.ControllerManagerPod(), r.SchedulerPod()} {
 		f, err := r.ManifestFile(pod)
 		if err != nil {
 			return nil, err

@@ -15,15 +15,11 @@ func TestManifestsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EtcdManifest: %v", err)
 	}
-	api, err := r.APIServerManifest()
+	cp, err := r.ControlPlaneManifests()
 	if err != nil {
-		t.Fatalf("APIServerManifest: %v", err)
+		t.Fatalf("ControlPlaneManifests: %v", err)
 	}
-	controllers, err := r.ControllerManifests()
-	if err != nil {
-		t.Fatalf("ControllerManifests: %v", err)
-	}
-	files := append(Files{etcd, api}, controllers...)
+	files := append(Files{etcd}, cp...)
 	wantPaths := []string{
 		"/etc/kubernetes/manifests/etcd.yaml",
 		"/etc/kubernetes/manifests/kube-apiserver.yaml",
@@ -48,9 +44,8 @@ func TestManifestsGolden(t *testing.T) {
 func TestManifestsDecode(t *testing.T) {
 	r := newTestRenderer(t)
 	etcd, _ := r.EtcdManifest(EtcdOptions{})
-	api, _ := r.APIServerManifest()
-	controllers, _ := r.ControllerManifests()
-	for _, f := range append(Files{etcd, api}, controllers...) {
+	cp, _ := r.ControlPlaneManifests()
+	for _, f := range append(Files{etcd}, cp...) {
 		var pod corev1.Pod
 		if err := yaml.UnmarshalStrict(f.Data, &pod); err != nil {
 			t.Errorf("%s: decode: %v", f.Path, err)

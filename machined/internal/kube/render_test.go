@@ -98,9 +98,8 @@ func TestSandboxPathsUnderRoot(t *testing.T) {
 		}
 	}
 	etcd, _ := r.EtcdManifest(EtcdOptions{})
-	api, _ := r.APIServerManifest()
-	controllers, _ := r.ControllerManifests()
-	for _, f := range append(Files{etcd, api}, controllers...) {
+	cp, _ := r.ControlPlaneManifests()
+	for _, f := range append(Files{etcd}, cp...) {
 		under("manifest file", f.Path)
 	}
 	for pod, vols := range map[string][]corev1.Volume{

@@ -14,22 +14,10 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 )
 
-// writeAPIServer writes kube-apiserver's static pod.
-func (w *Workload) writeAPIServer(context.Context) error {
-	f, err := w.Renderer().APIServerManifest()
-	if err != nil {
-		return err
-	}
-	return kube.WriteFiles(kube.Files{f})
-}
-
-// writeControllers writes the static pods of the controller-manager and the scheduler. Sequences write
-// them once the local API server is ready: started beside it, they spend the API server's start-up (a
-// minute of CPU under emulation) competing with it for the same CPUs and failing to take their leases
-// (refused, then forbidden until the API server has made its RBAC roles), and each failure puts the next
-// attempt 5 to 11 s later. Started after it, their first attempt succeeds.
-func (w *Workload) writeControllers(context.Context) error {
-	files, err := w.Renderer().ControllerManifests()
+// writeControlPlane writes the static pods of kube-apiserver, the controller-manager and the scheduler.
+// They are rewritten on every boot, so a changed setting or version takes effect.
+func (w *Workload) writeControlPlane(context.Context) error {
+	files, err := w.Renderer().ControlPlaneManifests()
 	if err != nil {
 		return err
 	}

@@ -127,20 +127,18 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("kubelet", w.startKubelet),
 			wait("etcd-promote", w.promoteEtcd),
 			wait("etcd-healthy", w.waitEtcd),
-			t("apiserver-manifest", w.writeAPIServer),
+			t("control-plane-manifests", w.writeControlPlane),
 			wait("apiserver-ready", w.waitAPIServer),
-			t("controller-manifests", w.writeControllers),
 			t("addons", w.applyAddons),
 		}, ready, []sequence.Task{serve, names})
 	default:
 		return slices.Concat(prepare, []sequence.Task{pki}, runtime, []sequence.Task{
-			t("apiserver-manifest", w.writeAPIServer),
+			t("control-plane-manifests", w.writeControlPlane),
 			{Name: "etcd-restore", Once: true, Timeout: startTimeout, Run: w.restoreEtcd},
 			t("etcd-manifest", w.writeEtcd),
 			t("kubelet", w.startKubelet),
 			wait("etcd-healthy", w.waitEtcd),
 			wait("apiserver-ready", w.waitAPIServer),
-			t("controller-manifests", w.writeControllers),
 			t("bootstrap-objects", w.publishBootstrap),
 			t("addons", w.applyAddons),
 		}, ready, []sequence.Task{serve, names})

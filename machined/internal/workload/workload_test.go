@@ -20,20 +20,19 @@ func TestHookOrder(t *testing.T) {
 	}{
 		{"first control plane", config.TypeControlPlane, fsm.SeqInit,
 			[]rule{{"etcd-restore", "etcd-manifest"}, {"etcd-manifest", "kubelet"}, {"kubernetes-pki", "kubelet"},
-				{"apiserver-ready", "bootstrap-objects"}, {"apiserver-ready", "controller-manifests"},
-				{"controller-manifests", "pod-network"}, {"node-ready", "join-service"}},
+				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"}},
 			[]string{"etcd-promote", "worker-files"}},
 		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
 		// server, which talks to the local member alone, waits until that member votes.
 		{"joining control plane", config.TypeControlPlane, fsm.SeqJoin,
 			[]rule{{"etcd-manifest", "kubelet"}, {"kubelet", "etcd-promote"}, {"etcd-promote", "etcd-healthy"},
-				{"etcd-healthy", "apiserver-manifest"}, {"apiserver-ready", "controller-manifests"}, {"node-ready", "join-service"}},
+				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"}},
 			[]string{"etcd-restore", "bootstrap-objects", "worker-files"}},
 		{"control plane booting after a join", config.TypeControlPlane, fsm.SeqStart,
 			[]rule{{"etcd-manifest", "kubelet"}}, []string{"etcd-promote"}},
 		{"worker", config.TypeWorker, fsm.SeqJoin,
 			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}},
-			[]string{"kubernetes-pki", "etcd-manifest", "etcd-promote", "apiserver-manifest", "controller-manifests", "join-service"}},
+			[]string{"kubernetes-pki", "etcd-manifest", "etcd-promote", "control-plane-manifests", "join-service"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
