@@ -13,11 +13,19 @@ const (
 	SchedulerPort         = 10259
 )
 
-// leaderElectRetry is how often the controller-manager's and the scheduler's leaders renew their leases
-// (the default is 2 s). Every renewal is an etcd write: at the default, the two leases were four in
-// five of an idle control plane's writes. The lease (15 s) and the renew deadline (10 s) keep their
-// defaults, so a failed leader is replaced as fast as before.
-const leaderElectRetry = "5s"
+// Leader election of the controller-manager and the scheduler. A leader renews its lease every retry
+// period; every renewal is an etcd write, and at the default 2 s the two leases were four in five of an
+// idle control plane's writes, so it is 5 s. A leader that cannot renew within the renew deadline gives
+// up and its process exits, and the kubelet starts it again: on a slow machine (emulation, a host that
+// steals the CPUs) an API server that stalls for ten seconds, the default deadline, took both down and
+// their restarts, heavy on CPU, made the next stall longer. The deadline is 30 s, as long a stall as a
+// renewal outlives with six tries; the lease (a new leader's wait after a leader vanished without
+// releasing it) is 40 s. A node that reboots takes longer than that to bring its API server back.
+const (
+	leaderElectRetry = "5s"
+	leaderElectRenew = "30s"
+	leaderElectLease = "40s"
+)
 
 // pkiMount gives a component the PKI directory, read-only.
 func (r *Renderer) pkiMount() hostMount {
@@ -103,6 +111,8 @@ func (r *Renderer) ControllerManagerPod() *corev1.Pod {
 		{"controllers", "*,bootstrapsigner,tokencleaner"},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
+		{"leader-elect-lease-duration", leaderElectLease},
+		{"leader-elect-renew-deadline", leaderElectRenew},
 		{"leader-elect-retry-period", leaderElectRetry},
 		{"node-cidr-mask-size", strconv.Itoa(r.maskSize)},
 		{"requestheader-client-ca-file", inPKI(FrontProxyCACert)},
@@ -133,6 +143,8 @@ func (r *Renderer) SchedulerPod() *corev1.Pod {
 		{"bind-address", r.loopback()},
 		{"kubeconfig", kubeconfig},
 		{"leader-elect", "true"},
+		{"leader-elect-lease-duration", leaderElectLease},
+		{"leader-elect-renew-deadline", leaderElectRenew},
 		{"leader-elect-retry-period", leaderElectRetry},
 	}
 	vols, vms := volumes([]hostMount{r.kubeconfigMount(SchedulerConf)})
