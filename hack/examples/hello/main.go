@@ -2,7 +2,7 @@
 // says which pod and node answered, and a client that probes names and URLs from inside a pod. It is a
 // static binary, packed into an image by hack/examples/helloimage, so nothing is pulled from a registry.
 //
-//	hello [serve] [--listen :8080]                   answer "hello from POD on NODE (IP)"
+//	hello [serve] [--listen :8080]                   answer "hello from POD on NODE (IP)" (see greeting)
 //	hello probe [--lookup NAME]... [--get URL]... [--count N]
 //
 // probe prints one line per answer ("lookup NAME: ADDR..." or "get URL: BODY") and exits non-zero if any
@@ -48,7 +48,8 @@ func serve(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	greeting := fmt.Sprintf("hello from %s on %s (%s)\n", env("POD_NAME", "?"), env("NODE_NAME", "?"), env("POD_IP", "?"))
+	host, _ := os.Hostname()
+	greeting := greeting(os.Getenv("POD_NAME"), os.Getenv("NODE_NAME"), os.Getenv("POD_IP"), host, firstAddress())
 	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, greeting) })
 	srv := &http.Server{Addr: *listen, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("listening on %s: %s", *listen, greeting)
@@ -117,9 +118,33 @@ func get(c *http.Client, u string) (string, error) {
 	return string(b), nil
 }
 
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// greeting is what the server answers. POD_NAME, NODE_NAME and POD_IP come from the downward API when
+// the pod spec sets them (the e2e tests do); a Deployment made with `kubectl create deployment` sets
+// none, so the pod's hostname (its name) and its first address stand in, and the node is left out
+// rather than shown as unknown.
+func greeting(pod, node, ip, hostname, addr string) string {
+	if pod == "" {
+		pod = hostname
 	}
-	return def
+	if ip == "" {
+		ip = addr
+	}
+	if node == "" {
+		return fmt.Sprintf("hello from %s (%s)\n", pod, ip)
+	}
+	return fmt.Sprintf("hello from %s on %s (%s)\n", pod, node, ip)
+}
+
+// firstAddress is the first global unicast address of the pod's interfaces ("" if none).
+func firstAddress() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	return ""
 }

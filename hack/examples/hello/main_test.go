@@ -33,3 +33,19 @@ func TestProbe(t *testing.T) {
 		t.Errorf("probe of a 404 = %v, want a failure naming HTTP 404:\n%s", err, out.String())
 	}
 }
+
+func TestGreeting(t *testing.T) {
+	for _, tc := range []struct {
+		name                          string
+		pod, node, ip, hostname, addr string
+		want                          string
+	}{
+		{"downward API", "web-1", "cp1", "10.244.0.5", "web-1", "10.244.0.5", "hello from web-1 on cp1 (10.244.0.5)\n"},
+		{"kubectl create deployment", "", "", "", "hello-7d9-x2", "10.244.1.3", "hello from hello-7d9-x2 (10.244.1.3)\n"},
+		{"env wins over the fallbacks", "a", "", "10.0.0.1", "b", "10.0.0.2", "hello from a (10.0.0.1)\n"},
+	} {
+		if got := greeting(tc.pod, tc.node, tc.ip, tc.hostname, tc.addr); got != tc.want {
+			t.Errorf("%s: greeting(%q, %q, %q, %q, %q) = %q, want %q", tc.name, tc.pod, tc.node, tc.ip, tc.hostname, tc.addr, got, tc.want)
+		}
+	}
+}
