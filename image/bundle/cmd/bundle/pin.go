@@ -41,7 +41,7 @@ func pinModules(ctx context.Context, src, versionsPath string) error {
 		pinned string
 	}{
 		{"kube", kube, "k8s.io/kubernetes " + v.Kubernetes + ", github.com/coredns/coredns " + v.CoreDNS},
-		{"etcd", pin.RenderEtcd(v), "go.etcd.io/etcd/server/v3 " + v.Etcd},
+		{"etcd", pin.RenderEtcd(v), "go.etcd.io/etcd/server/v3 and etcdutl/v3 " + v.Etcd},
 		{"flannel", pin.RenderFlannel(v), pin.Flannel + " " + v.Flannel},
 		{"containerd", pin.RenderContainerd(v), pin.Containerd + " " + v.Containerd},
 	} {

@@ -77,7 +77,10 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 	if err != nil {
 		return nil, fmt.Errorf("mount tools layer: %w", err)
 	}
-	etcd, err := Layer([]File{{Path: binDir + "/etcd", Mode: 0o755, Data: bins["etcd"]}})
+	etcd, err := Layer([]File{
+		{Path: binDir + "/etcd", Mode: 0o755, Data: bins["etcd"]},
+		{Path: binDir + "/etcdutl", Mode: fs.ModeSymlink, Linkname: "etcd"},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd layer: %w", err)
 	}

@@ -27,6 +27,8 @@ const (
 	// Kubernetes is the module of the Kubernetes components.
 	Kubernetes = "k8s.io/kubernetes"
 	etcdServer = "go.etcd.io/etcd/server/v3"
+	// etcdutl is etcd's offline tool, built into the etcd binary (etcd/main.go).
+	etcdutl = "go.etcd.io/etcd/etcdutl/v3"
 	// CoreDNS is CoreDNS's module, built into the kube binary.
 	CoreDNS = "github.com/coredns/coredns"
 	// Flannel is the flannel module, whose root package is flanneld.
@@ -143,7 +145,7 @@ func PinKubernetes(goMod, k8sGoMod []byte, selected map[string]string, linked ma
 
 // RenderEtcd returns the etcd wrapper's go.mod before `go mod tidy`.
 func RenderEtcd(v versions.Versions) []byte {
-	return fmt.Appendf(nil, "module %s\n\ngo %s\n\nrequire %s %s\n", EtcdModule, goVersion, etcdServer, v.Etcd)
+	return fmt.Appendf(nil, "module %s\n\ngo %s\n\nrequire (\n\t%s %s\n\t%s %s\n)\n", EtcdModule, goVersion, etcdutl, v.Etcd, etcdServer, v.Etcd)
 }
 
 // RenderFlannel returns the flannel wrapper's go.mod before `go mod tidy`.
@@ -199,7 +201,10 @@ func CheckEtcd(goMod []byte, v versions.Versions) error {
 	if err != nil {
 		return fmt.Errorf("parse etcd/go.mod: %w", err)
 	}
-	return checkRequire(f, "etcd/go.mod", etcdServer, v.Etcd)
+	if err := checkRequire(f, "etcd/go.mod", etcdServer, v.Etcd); err != nil {
+		return err
+	}
+	return checkRequire(f, "etcd/go.mod", etcdutl, v.Etcd)
 }
 
 // CheckFlannel reports whether a committed flannel/go.mod pins what

@@ -138,6 +138,7 @@ func TestCheck(t *testing.T) {
 		{"etcd matches", CheckEtcd(RenderEtcd(v), v), ""},
 		{"etcd behind versions.env", CheckEtcd(RenderEtcd(v), newer), "requires go.etcd.io/etcd/server/v3 v3.6.16 but versions.env says v3.6.17"},
 		{"etcd require missing", CheckEtcd([]byte("module x\n"), v), "does not require go.etcd.io/etcd/server/v3"},
+		{"etcdutl require missing", CheckEtcd([]byte("module x\nrequire go.etcd.io/etcd/server/v3 v3.6.16\n"), v), "does not require go.etcd.io/etcd/etcdutl/v3"},
 		{"kube coredns behind versions.env", CheckKube(kube, func() versions.Versions { n := v; n.CoreDNS = "v1.15.1"; return n }()),
 			"requires github.com/coredns/coredns v1.15.0 but versions.env says v1.15.1"},
 		{"kube coredns missing", CheckKube([]byte(strings.Replace(string(kube), "\tgithub.com/coredns/coredns v1.15.0\n", "", 1)), v),

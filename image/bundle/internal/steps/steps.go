@@ -88,9 +88,11 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			Outputs: []string{"bin/kube"},
 		},
 		{
+			// etcd and, called by that name, etcdutl (see etcd/main.go).
 			Name: "etcd", Dir: filepath.Join(p.Src, "etcd"), Env: pureGo,
 			Args:    goBuild(strip, nil, filepath.Join(bin, "etcd"), "."),
-			Outputs: []string{"bin/etcd"},
+			Links:   []Link{{"bin/etcdutl", "etcd"}},
+			Outputs: []string{"bin/etcd", "bin/etcdutl"},
 		},
 		{
 			Name: "pause", Dir: p.Src, Env: pureGo,
