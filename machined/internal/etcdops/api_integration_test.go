@@ -129,7 +129,7 @@ func TestCairnctlEtcdThroughTheAPI(t *testing.T) {
 
 	data := filepath.Join(t.TempDir(), "etcd2")
 	peer := "https://127.0.0.1:" + fmt.Sprint(freePort(t))
-	if err := Restore(file, data, Member{Name: "n2", PeerURL: peer}); err != nil {
+	if err := Restore(ctx, bundleEtcdutl(t), file, data, Member{Name: "n2", PeerURL: peer}); err != nil {
 		t.Fatalf("Restore(cairnctl's snapshot) = %v", err)
 	}
 	_, c2, _ := startEtcd(t, bin, p, data, "n2", peer)

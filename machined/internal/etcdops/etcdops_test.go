@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestNoCertificateMeansEtcdIsNotHere(t *testing.T) {
@@ -72,39 +74,90 @@ func writeFile(t *testing.T, path, s string) {
 	}
 }
 
-func TestRestoreRefusesAndCleansUp(t *testing.T) {
+// fakeEtcdutl stands in for `etcdutl snapshot restore`: it records its arguments and, like the real
+// one, writes a member directory under --data-dir, then fails with fail if that is set.
+type fakeEtcdutl struct {
+	args []string
+	fail error
+}
+
+func (f *fakeEtcdutl) run(_ context.Context, args ...string) error {
+	f.args = args
+	for i, a := range args {
+		if a == "--data-dir" && i+1 < len(args) {
+			if err := os.MkdirAll(filepath.Join(args[i+1], "member", "snap"), 0o700); err != nil {
+				return err
+			}
+		}
+	}
+	return f.fail
+}
+
+func TestRestore(t *testing.T) {
 	m := Member{Name: "n2", PeerURL: "https://10.0.0.2:2380"}
+	ctx := context.Background()
+	t.Run("restores through etcdutl", func(t *testing.T) {
+		data := t.TempDir()
+		os.Mkdir(filepath.Join(data, "lost+found"), 0o700) // a fresh ext4 volume is not empty
+		snap := filepath.Join(t.TempDir(), "snap.db")
+		writeFile(t, snap, "a snapshot")
+		var f fakeEtcdutl
+		if err := Restore(ctx, f.run, snap, data, m); err != nil {
+			t.Fatalf("Restore() = %v", err)
+		}
+		want := []string{"snapshot", "restore", snap, "--data-dir", filepath.Join(data, ".restore"), "--name", "n2",
+			"--initial-cluster", "n2=https://10.0.0.2:2380", "--initial-cluster-token", "etcd-cluster",
+			"--initial-advertise-peer-urls", "https://10.0.0.2:2380"}
+		if diff := cmp.Diff(want, f.args); diff != "" {
+			t.Errorf("etcdutl arguments (-want +got):\n%s", diff)
+		}
+		if got := dirNames(t, data); !cmp.Equal(got, []string{"lost+found", "member"}) {
+			t.Errorf("data directory after a restore holds %v, want lost+found and member", got)
+		}
+	})
 	t.Run("existing member", func(t *testing.T) {
 		data := t.TempDir()
 		os.Mkdir(filepath.Join(data, "member"), 0o700)
 		snap := filepath.Join(t.TempDir(), "snap.db")
 		writeFile(t, snap, "whatever")
-		if err := Restore(snap, data, m); !errors.Is(err, ErrDataExists) {
-			t.Fatalf("Restore() onto a member = %v, want ErrDataExists", err)
+		var f fakeEtcdutl
+		if err := Restore(ctx, f.run, snap, data, m); !errors.Is(err, ErrDataExists) || f.args != nil {
+			t.Fatalf("Restore() onto a member = %v (etcdutl ran: %v), want ErrDataExists and no etcdutl", err, f.args != nil)
 		}
 	})
 	t.Run("missing snapshot", func(t *testing.T) {
 		snap := filepath.Join(t.TempDir(), "nope.db")
-		if err := Restore(snap, t.TempDir(), m); err == nil || !strings.Contains(err.Error(), snap) {
+		var f fakeEtcdutl
+		if err := Restore(ctx, f.run, snap, t.TempDir(), m); err == nil || !strings.Contains(err.Error(), snap) {
 			t.Fatalf("Restore(missing) = %v, want an error naming %s", err, snap)
 		}
 	})
-	t.Run("not a snapshot", func(t *testing.T) {
+	t.Run("etcdutl fails", func(t *testing.T) {
 		data := t.TempDir()
-		os.Mkdir(filepath.Join(data, "lost+found"), 0o700) // a fresh ext4 volume is not empty
+		os.Mkdir(filepath.Join(data, "lost+found"), 0o700)
+		os.MkdirAll(filepath.Join(data, ".restore", "member"), 0o700) // an interrupted earlier attempt
 		snap := filepath.Join(t.TempDir(), "garbage.db")
-		writeFile(t, snap, strings.Repeat("not a bbolt database ", 1000))
-		err := Restore(snap, data, m)
-		if err == nil || !strings.Contains(err.Error(), snap) {
-			t.Fatalf("Restore(garbage) = %v, want an error naming %s", err, snap)
+		writeFile(t, snap, "not a bbolt database")
+		f := fakeEtcdutl{fail: errors.New("etcdutl exited with status 1: snapshot file integrity check failed")}
+		err := Restore(ctx, f.run, snap, data, m)
+		if err == nil || !strings.Contains(err.Error(), snap) || !strings.Contains(err.Error(), "integrity check failed") {
+			t.Fatalf("Restore(garbage) = %v, want an error naming %s and etcdutl's reason", err, snap)
 		}
-		entries, _ := os.ReadDir(data)
-		if len(entries) != 1 || entries[0].Name() != "lost+found" {
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
-			}
-			t.Errorf("data directory after a failed restore holds %v, want only lost+found", names)
+		if got := dirNames(t, data); !cmp.Equal(got, []string{"lost+found"}) {
+			t.Errorf("data directory after a failed restore holds %v, want only lost+found", got)
 		}
 	})
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }

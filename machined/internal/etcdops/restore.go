@@ -1,14 +1,12 @@
 package etcdops
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"go.etcd.io/etcd/etcdutl/v3/snapshot"
-	"go.uber.org/zap"
 )
 
 // InitialClusterToken is etcd's default, which the static pod does not change; a restored member gets
@@ -24,14 +22,20 @@ type Member struct {
 	PeerURL string // the node's peer URL (kube.Renderer.EtcdPeerURL)
 }
 
-// Restore turns a snapshot file (from EtcdSnapshot, whose trailing checksum it verifies) into etcd's data
-// directory dataDir (the ETCD volume, etcd's --data-dir) for a new single-member cluster of m. The
-// keys and revisions are the snapshot's; the membership, cluster ID and raft log are new.
+// Etcdutl runs etcd's offline tool, etcdutl, with args to completion. machined runs the etcd image's
+// (workload: a one-shot container), which is why etcd's storage engine is not linked into machined;
+// the tests run the bundle's binary.
+type Etcdutl func(ctx context.Context, args ...string) error
+
+// Restore turns a snapshot file (from EtcdSnapshot, whose trailing checksum etcdutl verifies) into
+// etcd's data directory dataDir (the ETCD volume, etcd's --data-dir) for a new single-member cluster
+// of m, with `etcdutl snapshot restore`. The keys and revisions are the snapshot's; the membership,
+// cluster ID and raft log are new.
 //
 // The member is built in a scratch directory beside it and moved into place by one rename, so an
 // interrupted restore leaves nothing etcd would start on, and running it again starts over. It returns
 // ErrDataExists if dataDir already holds a member (a resumed Init that finished this step).
-func Restore(snapshotFile, dataDir string, m Member) error {
+func Restore(ctx context.Context, etcdutl Etcdutl, snapshotFile, dataDir string, m Member) error {
 	member := filepath.Join(dataDir, "member")
 	if _, err := os.Stat(member); err == nil {
 		return fmt.Errorf("restore etcd snapshot into %s: %w", dataDir, ErrDataExists)
@@ -45,14 +49,12 @@ func Restore(snapshotFile, dataDir string, m Member) error {
 	if err := os.RemoveAll(scratch); err != nil {
 		return fmt.Errorf("restore etcd snapshot: remove the last attempt: %w", err)
 	}
-	err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath:        snapshotFile,
-		Name:                m.Name,
-		OutputDataDir:       scratch,
-		PeerURLs:            []string{m.PeerURL},
-		InitialCluster:      m.Name + "=" + m.PeerURL,
-		InitialClusterToken: InitialClusterToken,
-	})
+	err := etcdutl(ctx, "snapshot", "restore", snapshotFile,
+		"--data-dir", scratch,
+		"--name", m.Name,
+		"--initial-cluster", m.Name+"="+m.PeerURL,
+		"--initial-cluster-token", InitialClusterToken,
+		"--initial-advertise-peer-urls", m.PeerURL)
 	if err != nil {
 		os.RemoveAll(scratch)
 		return fmt.Errorf("restore etcd snapshot %s: %w", snapshotFile, err)

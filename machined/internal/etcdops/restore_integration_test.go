@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,21 @@ func etcdBinary(t *testing.T) string {
 		t.Skipf("no built bundle etcd (make bundle): %v", err)
 	}
 	return bin
+}
+
+// bundleEtcdutl runs the bundle's etcdutl (the etcd binary by that name), as the etcd image does on a node.
+func bundleEtcdutl(t *testing.T) Etcdutl {
+	t.Helper()
+	bin := filepath.Join(filepath.Dir(etcdBinary(t)), "etcdutl")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("the bundle has no etcdutl (make bundle): %v", err)
+	}
+	return func(ctx context.Context, args ...string) error {
+		if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("etcdutl: %w: %s", err, out)
+		}
+		return nil
+	}
 }
 
 // freePort returns a loopback port nobody listens on now.
@@ -218,15 +234,25 @@ func TestSnapshotAndRestore(t *testing.T) {
 	}
 	peer2 := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
 	start = time.Now()
-	if err := Restore(snap, data2, Member{Name: "n2", PeerURL: peer2}); err != nil {
+	if err := Restore(ctx, bundleEtcdutl(t), snap, data2, Member{Name: "n2", PeerURL: peer2}); err != nil {
 		t.Fatalf("Restore() = %v", err)
 	}
 	t.Logf("restore: %v", time.Since(start).Round(time.Millisecond))
 	if _, err := os.Stat(filepath.Join(data2, ".restore")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("scratch directory left behind: %v", err)
 	}
-	if err := Restore(snap, data2, Member{Name: "n2", PeerURL: peer2}); !errors.Is(err, ErrDataExists) {
+	if err := Restore(ctx, bundleEtcdutl(t), snap, data2, Member{Name: "n2", PeerURL: peer2}); !errors.Is(err, ErrDataExists) {
 		t.Errorf("Restore() again = %v, want ErrDataExists", err)
+	}
+	garbage, data3 := filepath.Join(t.TempDir(), "garbage.db"), t.TempDir()
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a bbolt database ", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Restore(ctx, bundleEtcdutl(t), garbage, data3, Member{Name: "n3", PeerURL: peer2}); err == nil || !strings.Contains(err.Error(), garbage) {
+		t.Errorf("Restore(garbage) = %v, want an error naming %s", err, garbage)
+	}
+	if entries, _ := os.ReadDir(data3); len(entries) != 0 {
+		t.Errorf("data directory after a failed restore holds %d entries, want none", len(entries))
 	}
 
 	// etcd takes the peer URL from its flags: start it with the one the member was restored with.

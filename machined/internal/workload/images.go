@@ -39,7 +39,8 @@ func (w *Workload) mountPayload(ctx context.Context) error {
 }
 
 // registerImages makes containerd know the payload's images, every one in Kubernetes' namespace and
-// the kubelet's in Cairn's own, without importing anything (containerd.RegisterPayload), on every boot.
+// the kubelet's and etcd's in Cairn's own (machined runs the kubelet, and etcdutl for a restore, from
+// them), without importing anything (containerd.RegisterPayload), on every boot.
 func (w *Workload) registerImages(ctx context.Context) error {
 	cli := w.containerdClient()
 	sum, err := payloadID(w.Payload.Dir)
@@ -52,9 +53,9 @@ func (w *Workload) registerImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kubelet := kube.DefaultImages().Kubelet
+	own := kube.DefaultImages()
 	if _, err := containerd.RegisterPayload(ctx, cli, w.Payload.Dir, containerd.NamespaceCairn, snapshots, sum,
-		func(name string) bool { return name == kubelet }); err != nil {
+		func(name string) bool { return name == own.Kubelet || name == own.Etcd }); err != nil {
 		return err
 	}
 	w.Log.Info("payload images registered", "count", len(names), "took", time.Since(start).Round(time.Millisecond))
