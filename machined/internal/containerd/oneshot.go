@@ -28,39 +28,39 @@ type OneShot struct {
 	Binds []string
 }
 
-// Run runs args (args[0] is the program, as the image lays it out) and returns its combined output.
-// A non-zero exit is an error that carries the output's last lines. The container is gone afterwards,
+// Run runs args (args[0] is the program, as the image lays it out) to its end. A non-zero exit is an
+// error that carries the last lines of the program's output. The container is gone afterwards,
 // whatever happened; one left by an interrupted run is removed first.
-func (o OneShot) Run(ctx context.Context, args ...string) ([]byte, error) {
+func (o OneShot) Run(ctx context.Context, args ...string) error {
 	ctx = namespaces.WithNamespace(ctx, o.Namespace)
 	c := Container{ID: o.ID}
 	if err := c.remove(ctx, o.Client); err != nil {
-		return nil, err
+		return err
 	}
 	img, err := o.Client.GetImage(ctx, o.Image)
 	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", o.Image, err)
+		return fmt.Errorf("image %s: %w", o.Image, err)
 	}
 	opts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs(args...), oci.WithMounts(binds(o.Binds))}
 	ctr, err := o.Client.NewContainer(ctx, o.ID, client.WithImage(img), client.WithNewSnapshot(o.ID+"-snapshot", img),
 		client.WithNewSpec(opts...))
 	if err != nil {
-		return nil, fmt.Errorf("create container %s: %w", o.ID, err)
+		return fmt.Errorf("create container %s: %w", o.ID, err)
 	}
 	defer ctr.Delete(context.WithoutCancel(ctx), client.WithSnapshotCleanup)
 	var out syncBuffer
 	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, &out, &out)))
 	if err != nil {
-		return nil, fmt.Errorf("create task %s: %w", o.ID, err)
+		return fmt.Errorf("create task %s: %w", o.ID, err)
 	}
 	exit, err := task.Wait(ctx)
 	if err != nil {
 		task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
-		return nil, fmt.Errorf("wait for %s: %w", o.ID, err)
+		return fmt.Errorf("wait for %s: %w", o.ID, err)
 	}
 	if err := task.Start(ctx); err != nil {
 		task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
-		return nil, fmt.Errorf("start %s: %w", o.ID, err)
+		return fmt.Errorf("start %s: %w", o.ID, err)
 	}
 	var st client.ExitStatus
 	select {
@@ -71,19 +71,19 @@ func (o OneShot) Run(ctx context.Context, args ...string) ([]byte, error) {
 	}
 	// Delete waits until the output is copied, so it is read after.
 	if _, err := task.Delete(context.WithoutCancel(ctx)); err != nil && !errdefs.IsNotFound(err) {
-		return out.Bytes(), fmt.Errorf("delete task %s: %w", o.ID, err)
+		return fmt.Errorf("delete task %s: %w", o.ID, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return out.Bytes(), fmt.Errorf("%s: %w", args[0], err)
+		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	code, _, err := st.Result()
 	if err != nil {
-		return out.Bytes(), fmt.Errorf("%s: %w", args[0], err)
+		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	if code != 0 {
-		return out.Bytes(), fmt.Errorf("%s exited with status %d: %s", args[0], code, lastLines(out.String(), 5))
+		return fmt.Errorf("%s exited with status %d: %s", args[0], code, lastLines(out.String(), 5))
 	}
-	return out.Bytes(), nil
+	return nil
 }
 
 // syncBuffer is a bytes.Buffer that stdout's and stderr's copiers write into at once.
@@ -98,13 +98,11 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) Bytes() []byte {
+func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
+	return b.buf.String()
 }
-
-func (b *syncBuffer) String() string { return string(b.Bytes()) }
 
 // binds are read-write bind mounts of host paths at the same paths.
 func binds(paths []string) []specs.Mount {

@@ -46,13 +46,12 @@ func (w *Workload) etcdutl(snapshotFile, dataDir string) etcdops.Etcdutl {
 		if cli == nil {
 			return errors.New("etcdutl: containerd is not running")
 		}
-		_, err := containerd.OneShot{
+		return containerd.OneShot{
 			Client:    cli,
 			Namespace: containerd.NamespaceCairn,
 			ID:        "etcdutl",
 			Image:     w.Renderer().Images().Etcd,
 			Binds:     []string{snapshotFile, dataDir},
 		}.Run(ctx, append([]string{etcdutlPath}, args...)...)
-		return err
 	}
 }
