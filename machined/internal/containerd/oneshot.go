@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/containerd/containerd/v2/client"
@@ -29,8 +29,9 @@ type OneShot struct {
 }
 
 // Run runs args (args[0] is the program, as the image lays it out) to its end. A non-zero exit is an
-// error that carries the last lines of the program's output. The container is gone afterwards,
-// whatever happened; one left by an interrupted run is removed first.
+// error that carries the last lines of the program's standard error (where its logs and its reason go);
+// its standard output is dropped. The container is gone afterwards, whatever happened; one left by an
+// interrupted run is removed first.
 func (o OneShot) Run(ctx context.Context, args ...string) error {
 	ctx = namespaces.WithNamespace(ctx, o.Namespace)
 	c := Container{ID: o.ID}
@@ -48,8 +49,9 @@ func (o OneShot) Run(ctx context.Context, args ...string) error {
 		return fmt.Errorf("create container %s: %w", o.ID, err)
 	}
 	defer ctr.Delete(context.WithoutCancel(ctx), client.WithSnapshotCleanup)
-	var out syncBuffer
-	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, &out, &out)))
+	// One stream, so one copier writes the buffer; it is read only after Delete has waited for it.
+	var stderr bytes.Buffer
+	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, io.Discard, &stderr)))
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", o.ID, err)
 	}
@@ -81,27 +83,9 @@ func (o OneShot) Run(ctx context.Context, args ...string) error {
 		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	if code != 0 {
-		return fmt.Errorf("%s exited with status %d: %s", args[0], code, lastLines(out.String(), 5))
+		return fmt.Errorf("%s exited with status %d: %s", args[0], code, lastLines(stderr.String(), 5))
 	}
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer that stdout's and stderr's copiers write into at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // binds are read-write bind mounts of host paths at the same paths.
