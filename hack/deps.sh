@@ -11,6 +11,8 @@ for group in "$@"; do
 	bundle) pkgs="$pkgs libseccomp-dev gcc libc6-dev pkg-config nftables iptables" ;; # nft and iptables: the kube-proxy and flannel images carry them
 	cgo) pkgs="$pkgs gcc libc6-dev" ;; # the race detector of the unit tests
 	qemu) pkgs="$pkgs qemu-system-x86 qemu-utils ovmf" ;;
+	# The conformance suite's test images take these programs with their libraries (make conformance).
+	conformance) pkgs="$pkgs busybox-static bind9-dnsutils nginx-light curl libc-bin" ;;
 	*) echo "deps.sh: unknown group $group" >&2; exit 2 ;;
 	esac
 done
@@ -27,5 +29,12 @@ fi
 echo "installing Debian packages:$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# Packages are installed for their programs, never to run as this machine's services (nginx would start on
+# port 80): policy-rc.d says no to every service start for the length of the install.
+rc_policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && rc_policy=1
+fi
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
+[ -z "$rc_policy" ] || rm -f /usr/sbin/policy-rc.d

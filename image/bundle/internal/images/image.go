@@ -20,6 +20,7 @@ type Spec struct {
 	Name         string // full reference, e.g. registry.k8s.io/pause:3.10.2
 	Layers       []LayerSpec
 	Entrypoint   []string
+	Cmd          []string // arguments after the entrypoint, unless a pod gives its own
 	Env          []string
 	User         string
 	ExposedPorts []string // e.g. "8080/tcp"
@@ -55,6 +56,7 @@ func Build(spec Spec) (Named, error) {
 	cfg.Architecture, cfg.OS = "amd64", "linux"
 	cfg.Created = v1.Time{Time: Epoch}
 	cfg.Config.Entrypoint = spec.Entrypoint
+	cfg.Config.Cmd = spec.Cmd
 	cfg.Config.Env = spec.Env
 	cfg.Config.User = spec.User
 	if len(spec.ExposedPorts) > 0 {

@@ -28,7 +28,7 @@ var Epoch = time.Unix(0, 0).UTC()
 // File is one entry of a layer.
 type File struct {
 	Path     string      // inside the image, without a leading slash
-	Mode     fs.FileMode // permission bits, plus fs.ModeSymlink for links
+	Mode     fs.FileMode // permission bits, plus fs.ModeSymlink for links (fs.ModeSetuid and fs.ModeSticky kept)
 	Data     []byte      // content of a regular file
 	Linkname string      // target of a symlink
 }
@@ -84,6 +84,10 @@ func LayerTar(files []File) ([]byte, error) {
 			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.Linkname, 0o777
 		default:
 			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.Data))
+			// Set-user-ID programs, such as the conformance suite's no-new-privileges probe.
+			if f.Mode&fs.ModeSetuid != 0 {
+				hdr.Mode |= 0o4000
+			}
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, fmt.Errorf("layer entry %s: %w", p, err)

@@ -84,7 +84,7 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			// a module has no commit, so it stays unset rather than made up
 			// (`coredns -version` still says CoreDNS-1.15.0).
 			Name: "kube", Dir: filepath.Join(p.Src, "kube"), Env: pureGo,
-			Args:    goBuild(strip+" "+kubeVersionFlags(v, in), nil, filepath.Join(bin, "kube"), "."),
+			Args:    goBuild(strip+" "+KubeVersionFlags(v, in), nil, filepath.Join(bin, "kube"), "."),
 			Outputs: []string{"bin/kube"},
 		},
 		{
@@ -190,10 +190,11 @@ func goInstall(ldflags string, extra []string, pkgs ...string) []string {
 	return append(args, pkgs...)
 }
 
-// kubeVersionFlags fill the version variables upstream's build scripts set
+// KubeVersionFlags fill the version variables upstream's build scripts set
 // from git; without them every component reports v0.0.0-master. There is no
-// git checkout here, so gitCommit stays empty rather than made up.
-func kubeVersionFlags(v versions.Versions, in Inputs) string {
+// git checkout here, so gitCommit stays empty rather than made up. The
+// conformance suite's build sets them too.
+func KubeVersionFlags(v versions.Versions, in Inputs) string {
 	major, minor := v.KubeMajorMinor()
 	var flags []string
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
