@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-join e2e-ha bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha conformance bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -59,6 +59,7 @@ unit: ## unit tests: no root, under a minute
 	CGO_ENABLED=1 $(GO) test -race -timeout 5m ./...
 	cd image/bundle && $(GO) test ./...
 	cd image/bundle/kube && $(GO) test ./dispatch/
+	cd image/bundle/conformance && $(GO) test ./junit/ ./testimages/
 
 integration: build bundle payload ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle
 	./hack/deps.sh test
@@ -76,6 +77,9 @@ e2e-join: image ## TestJoin with a third VM that joins by itself from its kernel
 e2e-ha: image ## three control planes in QEMU, one powered off (needs more than two cores under TCG; not in make test)
 	./hack/deps.sh qemu
 	CAIRN_E2E_HA=1 $(GO) test -tags e2e -timeout 100m -count=1 -v -run 'TestHA$$' ./hack/e2e/
+
+conformance: payload ## Kubernetes' conformance suite on a sandbox node (CLUSTER=qemu: a QEMU 1+1 cluster, a subset); not in make test
+	./hack/conformance.sh
 
 bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts)
 	./hack/bench/bench.sh

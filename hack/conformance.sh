@@ -1,0 +1,135 @@
+#!/bin/bash
+# `make conformance`: Kubernetes' conformance suite (e2e.test's [Conformance] tests, at the pinned version)
+# against a Cairn cluster, with nothing pulled from the internet.
+#
+#   1. builds e2e.test, ginkgo and every test image the suite runs (image/bundle/conformance; cached);
+#   2. starts the cluster: by default a sandbox node (machined with the real payload, at native speed) in a
+#      network namespace of its own; with CLUSTER=qemu a QEMU cluster of one control plane and one worker;
+#   3. imports the test images on every node with `cairnctl image import`;
+#   4. runs the suite with ginkgo and prints "N passed, N failed, N skipped" and the failed tests' names;
+#      the JUnit report and the suite's log are under _out/conformance/report.
+#
+# Settings (environment):
+#   CLUSTER=sandbox|qemu   where to run (default sandbox; qemu runs a focused subset by default)
+#   FOCUS=REGEX            tests to run (default '\[Conformance\]'; with CLUSTER=qemu the sig-network,
+#                          sig-node and sig-apps conformance tests)
+#   SKIP=REGEX             tests to leave out besides the skip file (default '\[Disruptive\]')
+#   PARALLEL=N             ginkgo processes (default 4; [Serial] tests still run alone, at the end)
+#   KEEP=1                 leave the cluster running afterwards
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+out=$repo/_out/conformance
+run=$out/run
+report=$out/report
+ctl=$repo/_out/cairnctl
+cluster=${CLUSTER:-sandbox}
+parallel=${PARALLEL:-4}
+skip=${SKIP:-'\[Disruptive\]'}
+step() { printf '\n==> %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+
+case "$cluster" in
+sandbox) focus=${FOCUS:-'\[Conformance\]'} ;;
+qemu) focus=${FOCUS:-'\[sig-(network|node|apps)\].*\[Conformance\]'} ;;
+*) echo "conformance: CLUSTER=$cluster: want sandbox or qemu" >&2; exit 2 ;;
+esac
+# The skip file: tests that cannot pass on this machine for a reason outside Cairn, one regular
+# expression per line with the reason in a comment above it.
+while IFS= read -r line; do
+	case "$line" in '' | '#'*) continue ;; esac
+	skip="$skip|$line"
+done <hack/conformance-skip.txt
+
+step "building e2e.test, ginkgo and the test images (cached)"
+./hack/deps.sh conformance
+(cd image/bundle/conformance && go run ./cmd/conformance build -out "$out" -bundle "$repo/_out/bundle")
+mkdir -p "$run" "$out/path"
+ln -sf "$repo/_out/bundle/bin/kube" "$out/path/kubectl"
+
+# --- the cluster --------------------------------------------------------------------------------------
+netns=cairn-conformance
+nodeip=10.232.0.2
+stop_sandbox() {
+	if [ -f "$run/machined.pid" ] && kill -0 "$(cat "$run/machined.pid")" 2>/dev/null; then
+		kill -INT "$(cat "$run/machined.pid")"
+		for _ in $(seq 180); do kill -0 "$(cat "$run/machined.pid")" 2>/dev/null || break; sleep 1; done
+	fi
+	rm -f "$run/machined.pid"
+	ip link delete cconf0 2>/dev/null || true
+	ip netns delete "$netns" 2>/dev/null || true
+}
+
+start_sandbox() {
+	stop_sandbox
+	rm -rf "$run/root" "$run"/*.yaml "$run/cairnconfig" "$run/kubeconfig"
+	mkdir -p "$run/root"
+	# The node's own network namespace, reached from here over a veth pair: kube-proxy's nftables tables,
+	# flannel's vxlan device and the pods' bridge are made in it and go with it.
+	ip netns add "$netns"
+	ip link add cconf0 type veth peer name eth0 netns "$netns"
+	ip addr add 10.232.0.1/24 dev cconf0
+	ip link set cconf0 up
+	ip -n "$netns" link set lo up
+	ip -n "$netns" addr add "$nodeip/24" dev eth0
+	ip -n "$netns" link set eth0 up
+	ip -n "$netns" route add default via 10.232.0.1
+	# A private mount namespace with its own /run/containerd and /run/netns (containerd's shims and the
+	# pods' network namespaces live there whatever its config says).
+	script="mount --make-rprivate / && mkdir -p /run/containerd /run/netns && mount -t tmpfs tmpfs /run/containerd && mount -t tmpfs tmpfs /run/netns && exec $repo/_out/machined --root $run/root --listen $nodeip:50000 --join-listen $nodeip:50001 --token conformance --payload $repo/_out/payload"
+	nsenter --net=/run/netns/$netns unshare -m sh -c "$script" >"$run/machined.log" 2>&1 &
+	echo $! >"$run/machined.pid"
+	for _ in $(seq 100); do
+		(exec 3<>/dev/tcp/$nodeip/50000) 2>/dev/null && break
+		sleep 0.2
+	done
+	(cd "$run" && "$ctl" gen config --cluster-name conformance --endpoint "https://$nodeip:6443" \
+		--state-disk tmpfs --ephemeral-disk tmpfs --etcd-disk tmpfs >/dev/null)
+	"$ctl" --nodes "$nodeip:50000" --token conformance --insecure-skip-verify init --config "$run/controlplane.yaml"
+	cairn=(--cairnconfig "$run/cairnconfig" --nodes "$nodeip:50000")
+	"$ctl" "${cairn[@]}" health --wait 10m
+	"$ctl" "${cairn[@]}" kubeconfig "$run/kubeconfig"
+	kubeconfig=$run/kubeconfig
+}
+
+start_qemu() {
+	make --no-print-directory image
+	./hack/deps.sh qemu
+	state=$run/clusters
+	"$ctl" cluster destroy --name conformance --state-dir "$state" 2>/dev/null || true
+	"$ctl" cluster create --name conformance --workers 1 --state-dir "$state" --image-dir "$repo/_out"
+	"$ctl" --cairnconfig "$state/conformance/cairnconfig" health --wait 20m
+	kubeconfig=$state/conformance/kubeconfig
+	nodes=$("$ctl" cluster list --state-dir "$state" -o json | sed -n 's/.*"apiEndpoint": "\([^"]*\)".*/\1/p' | paste -sd, -)
+	cairn=(--cairnconfig "$state/conformance/cairnconfig" --nodes "$nodes")
+}
+
+stop_cluster() {
+	[ "${KEEP:-}" = 1 ] && { echo "KEEP=1: the cluster keeps running (kubeconfig $kubeconfig)"; return; }
+	case "$cluster" in
+	sandbox) stop_sandbox ;;
+	qemu) "$ctl" cluster destroy --name conformance --state-dir "$run/clusters" || true ;;
+	esac
+}
+
+step "starting the cluster ($cluster)"
+kubeconfig=
+trap stop_cluster EXIT
+"start_$cluster"
+
+step "importing the test images on every node"
+"$ctl" "${cairn[@]}" image import "$out/images.tar"
+
+# --- the suite ----------------------------------------------------------------------------------------
+step "running e2e.test: focus '$focus', skip '$skip', $parallel processes"
+rm -rf "$report" && mkdir -p "$report"
+start=$(date +%s)
+set +e
+PATH=$out/path:$PATH "$out/bin/ginkgo" --procs="$parallel" --timeout=3h --no-color --silence-skips \
+	--focus="$focus" --skip="$skip" --junit-report=junit.xml --output-dir="$report" \
+	"$out/bin/e2e.test" -- --provider=skeleton --kubeconfig="$kubeconfig" --report-dir="$report" \
+	--e2e-output-dir="$report" --minStartupPods=1 2>&1 | tee "$report/e2e.log" | grep -E '^\s*(•|\[(FAIL|PANICKED|TIMEDOUT)\]|Ran |FAIL!|SUCCESS!)' || true
+set -e
+took=$(( $(date +%s) - start ))
+
+step "result ($((took / 60)) min $((took % 60)) s; the log is $report/e2e.log)"
+(cd image/bundle/conformance && go run ./cmd/conformance summary "$report/junit.xml")
