@@ -14,7 +14,8 @@
 #   FOCUS=REGEX            tests to run (default '\[Conformance\]'; with CLUSTER=qemu the sig-network,
 #                          sig-node and sig-apps conformance tests)
 #   SKIP=REGEX             tests to leave out besides the skip file (default '\[Disruptive\]')
-#   PARALLEL=N             ginkgo processes (default 4; [Serial] tests still run alone, at the end)
+#   PARALLEL=N             ginkgo processes (default 8: most tests wait on timers, not on the CPU;
+#                          [Serial] tests still run alone, at the end)
 #   KEEP=1                 leave the cluster running afterwards
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +25,18 @@ run=$out/run
 report=$out/report
 ctl=$repo/_out/cairnctl
 cluster=${CLUSTER:-sandbox}
-parallel=${PARALLEL:-4}
+parallel=${PARALLEL:-8}
 skip=${SKIP:-'\[Disruptive\]'}
 step() { printf '\n==> %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+
+# One run at a time: a second one would share the node's directory, network namespace and addresses, and
+# stopping either would stop the other's node.
+mkdir -p "$out"
+exec 9>"$out/run.lock"
+if ! flock -n 9; then
+	echo "conformance: another make conformance is running (lock $out/run.lock held); wait for it or stop it" >&2
+	exit 1
+fi
 
 case "$cluster" in
 sandbox) focus=${FOCUS:-'\[Conformance\]'} ;;
@@ -42,7 +52,8 @@ done <hack/conformance-skip.txt
 
 step "building e2e.test, ginkgo and the test images (cached)"
 ./hack/deps.sh conformance
-(cd image/bundle/conformance && go run ./cmd/conformance build -out "$out" -bundle "$repo/_out/bundle")
+mkdir -p "$out"
+(cd image/bundle/conformance && go build -o "$out/conformance" ./cmd/conformance && "$out/conformance" build -out "$out" -bundle "$repo/_out/bundle")
 mkdir -p "$run" "$out/path"
 ln -sf "$repo/_out/bundle/bin/kube" "$out/path/kubectl"
 
@@ -50,6 +61,7 @@ ln -sf "$repo/_out/bundle/bin/kube" "$out/path/kubectl"
 netns=cairn-conformance
 nodeip=10.232.0.2
 stop_sandbox() {
+	if [ -f "$run/registry.pid" ]; then kill "$(cat "$run/registry.pid")" 2>/dev/null || true; rm -f "$run/registry.pid"; fi
 	if [ -f "$run/machined.pid" ] && kill -0 "$(cat "$run/machined.pid")" 2>/dev/null; then
 		kill -INT "$(cat "$run/machined.pid")"
 		for _ in $(seq 180); do kill -0 "$(cat "$run/machined.pid")" 2>/dev/null || break; sleep 1; done
@@ -73,6 +85,12 @@ start_sandbox() {
 	ip -n "$netns" addr add "$nodeip/24" dev eth0
 	ip -n "$netns" link set eth0 up
 	ip -n "$netns" route add default via 10.232.0.1
+	# The test images over the registry protocol, on this side of the veth pair, as the node's mirror for
+	# every registry they are named after (see image/bundle/conformance/cmd/conformance/registry.go).
+	"$out/conformance" registry -listen 10.232.0.1:5000 -archive "$out/images.tar" >"$run/registry.log" 2>&1 &
+	echo $! >"$run/registry.pid"
+	for _ in $(seq 300); do grep -q serving "$run/registry.log" && break; sleep 0.2; done
+	grep -q serving "$run/registry.log" || { cat "$run/registry.log"; exit 1; }
 	# A private mount namespace with its own /run/containerd and /run/netns (containerd's shims and the
 	# pods' network namespaces live there whatever its config says).
 	script="mount --make-rprivate / && mkdir -p /run/containerd /run/netns && mount -t tmpfs tmpfs /run/containerd && mount -t tmpfs tmpfs /run/netns && exec $repo/_out/machined --root $run/root --listen $nodeip:50000 --join-listen $nodeip:50001 --token conformance --payload $repo/_out/payload"
@@ -84,6 +102,11 @@ start_sandbox() {
 	done
 	(cd "$run" && "$ctl" gen config --cluster-name conformance --endpoint "https://$nodeip:6443" \
 		--state-disk tmpfs --ephemeral-disk tmpfs --etcd-disk tmpfs >/dev/null)
+	mirrors="  registries:"
+	for host in $(cut -d/ -f1 "$out/images.txt" | sort -u); do
+		mirrors="$mirrors\n    $host:\n      mirrors: [\"http://10.232.0.1:5000\"]"
+	done
+	sed -i "s|^  type: controlplane\$|&\n$mirrors|" "$run/controlplane.yaml"
 	"$ctl" --nodes "$nodeip:50000" --token conformance --insecure-skip-verify init --config "$run/controlplane.yaml"
 	cairn=(--cairnconfig "$run/cairnconfig" --nodes "$nodeip:50000")
 	"$ctl" "${cairn[@]}" health --wait 10m
@@ -132,4 +155,4 @@ set -e
 took=$(( $(date +%s) - start ))
 
 step "result ($((took / 60)) min $((took % 60)) s; the log is $report/e2e.log)"
-(cd image/bundle/conformance && go run ./cmd/conformance summary "$report/junit.xml")
+"$out/conformance" summary "$report/junit.xml"

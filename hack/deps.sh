@@ -12,7 +12,7 @@ for group in "$@"; do
 	cgo) pkgs="$pkgs gcc libc6-dev" ;; # the race detector of the unit tests
 	qemu) pkgs="$pkgs qemu-system-x86 qemu-utils ovmf" ;;
 	# The conformance suite's test images take these programs with their libraries (make conformance).
-	conformance) pkgs="$pkgs busybox-static bind9-dnsutils nginx-light curl libc-bin" ;;
+	conformance) pkgs="$pkgs busybox-static bind9-dnsutils nginx-light curl libc-bin netcat-openbsd bash" ;;
 	*) echo "deps.sh: unknown group $group" >&2; exit 2 ;;
 	esac
 done

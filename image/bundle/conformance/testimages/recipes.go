@@ -32,7 +32,7 @@ type Inputs struct {
 	BusyboxApplets []string // `busybox --list-full`: usr/bin/wget, bin/sh, ...
 	// Tools is a tree staged by image/cmd/hosttools with dig, getent, curl and nginx and their
 	// libraries, every program under /usr/sbin.
-	Tools []images.File
+	Tools []images.File // bash, nc.openbsd, dig, getent, curl, nginx
 	// Sources reads files of the Kubernetes module's test/images directory (the porter's TLS pair, the
 	// kitten and nautilus pages), e.g. "agnhost/porter/localhost.crt".
 	Sources func(name string) ([]byte, error)
@@ -156,8 +156,9 @@ func (s *spec) add(comment string, files []images.File) {
 	s.comments = append(s.comments, comment)
 }
 
-// base is what every image has: the busybox userland (a shell, wget, nc, nslookup ... that the tests
-// exec into their containers) and the account files.
+// base is what every image but sample-apiserver's and etcd's has: the busybox userland (wget, nc,
+// nslookup ... that the tests exec into their containers), the account files, and the Debian programs'
+// layer (bash as sh, netcat-openbsd as nc, dig, getent, curl, nginx), one layer shared by every image.
 func base(in Inputs) (spec, error) {
 	if len(in.Busybox) == 0 || len(in.BusyboxApplets) == 0 {
 		return spec{}, fmt.Errorf("no busybox binary or applet list (install busybox-static: hack/deps.sh conformance)")
@@ -191,9 +192,31 @@ func base(in Inputs) (spec, error) {
 		seen[a] = true
 		files = append(files, images.File{Path: a, Mode: fs.ModeSymlink | 0o777, Linkname: "/usr/bin/busybox"})
 	}
+	for i := range files {
+		if target, ok := replacedApplets[files[i].Path]; ok {
+			files[i].Linkname = target
+		}
+	}
+	t, err := tools(in, "bash", "nc.openbsd")
+	if err != nil {
+		return spec{}, err
+	}
 	var s spec
-	s.add("busybox (Debian's busybox-static) and account files", files)
+	s.add("busybox (Debian's busybox-static) and account files; sh is bash", files)
+	s.add(toolsComment, t)
 	return s, nil
+}
+
+// replacedApplets are busybox applets that Debian 12's busybox (1.35) lacks features of that the tests
+// use, replaced by Debian's programs from the tools layer:
+//   - sh: busybox ash drops environment variables whose names are not shell identifiers, which Kubernetes
+//     allows (envFrom a Secret with the key data-1) and the tests print with `sh -c env`; busybox 1.37's
+//     ash, in upstream's image, passes them on, as bash does;
+//   - nc: Debian's busybox nc has no -v, -t, -u or -z; the tests' `nc -v -t -w 2 HOST PORT` and `nc -u`
+//     want netcat-openbsd, as in upstream's agnhost image.
+var replacedApplets = map[string]string{
+	"usr/bin/sh": "/usr/sbin/bash",
+	"usr/bin/nc": "/usr/sbin/nc.openbsd",
 }
 
 // tools returns the staged host programs' tree after checking that the programs an image runs are in
@@ -212,7 +235,7 @@ func tools(in Inputs, programs ...string) ([]images.File, error) {
 	return in.Tools, nil
 }
 
-const toolsComment = "dig, getent, curl and nginx with their libraries, from Debian"
+const toolsComment = "bash, netcat-openbsd, dig, getent, curl and nginx with their libraries, from Debian"
 
 func need(what string, b []byte) error {
 	if len(b) == 0 {
@@ -231,11 +254,9 @@ func agnhost(in Inputs) (spec, error) {
 	if err != nil {
 		return spec{}, err
 	}
-	t, err := tools(in, "dig", "curl")
-	if err != nil {
+	if _, err := tools(in, "dig", "curl"); err != nil {
 		return spec{}, err
 	}
-	s.add(toolsComment, t)
 	crt, err := in.Sources("agnhost/porter/localhost.crt")
 	if err != nil {
 		return spec{}, err
@@ -268,11 +289,9 @@ func glibcDNS(in Inputs) (spec, error) {
 	if err != nil {
 		return spec{}, err
 	}
-	t, err := tools(in, "dig", "getent")
-	if err != nil {
+	if _, err := tools(in, "dig", "getent"); err != nil {
 		return spec{}, err
 	}
-	s.add(toolsComment, t)
 	return s, nil
 }
 
@@ -301,11 +320,9 @@ func nginx(in Inputs) (spec, error) {
 	if err != nil {
 		return spec{}, err
 	}
-	t, err := tools(in, "nginx")
-	if err != nil {
+	if _, err := tools(in, "nginx"); err != nil {
 		return spec{}, err
 	}
-	s.add(toolsComment, t)
 	s.add("nginx's configuration and page", []images.File{
 		{Path: "etc/nginx/nginx.conf", Mode: 0o644, Data: []byte(nginxConf)},
 		{Path: "usr/share/nginx/html/index.html", Mode: 0o644, Data: []byte("<html><body>Welcome to nginx!</body></html>\n")},

@@ -46,9 +46,11 @@ func fakeInputs() Inputs {
 		Agnhost: []byte("agnhost"), Nonewprivs: []byte("nnp"), SampleAPIServer: []byte("sample"),
 		Etcd: []byte("etcd"), EtcdVersion: "v3.6.16",
 		Busybox:        []byte("busybox"),
-		BusyboxApplets: []string{"bin/sh", "usr/bin/wget", "sbin/ip", "bin/busybox"},
+		BusyboxApplets: []string{"bin/sh", "usr/bin/wget", "sbin/ip", "bin/busybox", "usr/bin/nc"},
 		Tools: []images.File{
 			{Path: "usr/sbin", Mode: images.Dir | 0o755},
+			{Path: "usr/sbin/bash", Mode: 0o755, Data: []byte("bash")},
+			{Path: "usr/sbin/nc.openbsd", Mode: 0o755, Data: []byte("nc")},
 			{Path: "usr/sbin/dig", Mode: 0o755, Data: []byte("dig")},
 			{Path: "usr/sbin/getent", Mode: 0o755, Data: []byte("getent")},
 			{Path: "usr/sbin/curl", Mode: 0o755, Data: []byte("curl")},
@@ -165,7 +167,7 @@ func TestBuildNamesWhatIsMissing(t *testing.T) {
 		t.Errorf("Build without busybox: %v, want an error naming busybox", err)
 	}
 	in = fakeInputs()
-	in.Tools = in.Tools[:2]
+	in.Tools = in.Tools[:4]
 	if _, err := Build(in); err == nil || !strings.Contains(err.Error(), "hack/deps.sh conformance installs it") {
 		t.Errorf("Build without the host tools: %v, want an error saying how to install them", err)
 	}
@@ -178,7 +180,7 @@ func TestToolsLayerIsShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	digests := map[string]bool{}
-	for _, id := range []imageutils.ImageID{imageutils.Agnhost, imageutils.GlibcDnsTesting, imageutils.Nginx} {
+	for _, id := range []imageutils.ImageID{imageutils.Agnhost, imageutils.BusyBox, imageutils.GlibcDnsTesting, imageutils.Nginx} {
 		ls, err := byName(t, imgs, id).Image.Layers()
 		if err != nil {
 			t.Fatal(err)
@@ -190,6 +192,14 @@ func TestToolsLayerIsShared(t *testing.T) {
 		digests[d.String()] = true
 	}
 	if len(digests) != 1 {
-		t.Errorf("the tools layers of agnhost, glibc-dns-testing and nginx have %d digests, want 1", len(digests))
+		t.Errorf("the tools layers of agnhost, busybox, glibc-dns-testing and nginx have %d digests, want 1", len(digests))
+	}
+	// Debian 12's busybox ash drops environment variables such as data-1 (envFrom a Secret); bash keeps them.
+	if sh := files(t, byName(t, imgs, imageutils.BusyBox))["usr/bin/sh"]; sh == nil || sh.Linkname != "/usr/sbin/bash" {
+		t.Errorf("busybox image's /usr/bin/sh = %+v, want a link to /usr/sbin/bash", sh)
+	}
+	// Debian 12's busybox nc has no -v, -t or -u, which the tests use.
+	if nc := files(t, byName(t, imgs, imageutils.Agnhost))["usr/bin/nc"]; nc == nil || nc.Linkname != "/usr/sbin/nc.openbsd" {
+		t.Errorf("agnhost image's /usr/bin/nc = %+v, want a link to /usr/sbin/nc.openbsd", nc)
 	}
 }

@@ -23,7 +23,7 @@ import (
 )
 
 // hostPrograms are the Debian programs the test images carry (hack/deps.sh conformance installs them).
-var hostPrograms = []string{"/usr/bin/dig", "/usr/bin/getent", "/usr/bin/curl", "/usr/sbin/nginx"}
+var hostPrograms = []string{"/usr/bin/bash", "/usr/bin/nc.openbsd", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/curl", "/usr/sbin/nginx"}
 
 const busyboxPath = "/bin/busybox"
 

@@ -6,6 +6,9 @@
 //	    stamp of every input, so a second run rebuilds nothing
 //	conformance images
 //	    the images the suite's manifest names, and which are built, left out (and why) or the node's own
+//	conformance registry -listen HOST:PORT -archive _out/conformance/images.tar
+//	    serves the test images over the registry protocol, the node's mirror for the few tests that
+//	    pull with imagePullPolicy: Always
 //	conformance summary JUNIT.xml...
 //	    N passed, N failed, N skipped and the failed tests' names; exit status 1 when one failed
 package main
@@ -36,6 +39,7 @@ func main() {
 const usage = `usage:
   conformance build -out DIR -bundle DIR    build e2e.test, ginkgo and the test images (cached)
   conformance images                        list the suite's images and what is done with each
+  conformance registry -listen HOST:PORT    serve images.tar over the registry protocol (until stopped)
   conformance summary JUNIT.xml...          count a run's results; exit 1 if a test failed`
 
 func run(ctx context.Context, args []string) error {
@@ -47,6 +51,8 @@ func run(ctx context.Context, args []string) error {
 		return build(ctx, args[1:])
 	case "images":
 		return listImages(os.Stdout)
+	case "registry":
+		return serveRegistry(ctx, args[1:])
 	case "summary":
 		if len(args) < 2 {
 			return errors.New(usage)
