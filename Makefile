@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-join e2e-ha conformance bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -61,10 +61,18 @@ unit: ## unit tests: no root, under a minute
 	cd image/bundle/kube && $(GO) test ./dispatch/
 	cd image/bundle/conformance && $(GO) test ./junit/ ./testimages/
 
-integration: build bundle payload ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle
+integration: build bundle payload ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle, a conformance smoke run
 	./hack/deps.sh test
 	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -timeout 30m -p 1 ./...
 	cd image/bundle && $(GO) test -tags integration -timeout 10m ./itest/ ./mount/
+	$(MAKE) --no-print-directory conformance-smoke
+
+# A few conformance tests that cover what the whole suite found: DNS, Services through kube-proxy, host
+# ports, env from a Secret, a pull with imagePullPolicy: Always (through the mirror).
+SMOKE := \[sig-network\] DNS should provide DNS for the cluster|\[sig-network\] Services should serve a basic endpoint from pods|\[sig-network\] HostPort validates that there is no conflict|\[sig-node\] Secrets should be consumable via the environment|\[sig-auth\] Projected PodCertificate.*should allow server and client pods
+
+conformance-smoke: payload ## a handful of conformance tests on a sandbox node (part of make integration)
+	FOCUS='$(SMOKE)' ./hack/conformance.sh
 
 e2e: image ## end-to-end tests: QEMU boots of the built image, driven only through cairnctl
 	./hack/deps.sh qemu

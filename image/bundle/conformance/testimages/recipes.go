@@ -11,6 +11,7 @@ package testimages
 import (
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
 	"strings"
 
@@ -180,17 +181,24 @@ func base(in Inputs) (spec, error) {
 		{Path: "tmp", Mode: images.Dir | fs.ModeSticky | 0o777},
 		{Path: "root", Mode: images.Dir | 0o700},
 	}
+	// Every applet is in /bin as in the busybox image upstream's tests are written against (they run
+	// /bin/sysctl), and the system ones in /sbin too, where Debian's list puts them.
 	seen := map[string]bool{"usr/bin/busybox": true}
 	for _, a := range in.BusyboxApplets {
 		a = strings.TrimPrefix(a, "/")
-		if strings.HasPrefix(a, "bin/") || strings.HasPrefix(a, "sbin/") {
-			a = "usr/" + a
-		}
-		if a == "" || seen[a] {
+		if a == "" {
 			continue
 		}
-		seen[a] = true
-		files = append(files, images.File{Path: a, Mode: fs.ModeSymlink | 0o777, Linkname: "/usr/bin/busybox"})
+		paths := []string{"usr/bin/" + path.Base(a)}
+		if strings.HasPrefix(a, "sbin/") || strings.HasPrefix(a, "usr/sbin/") {
+			paths = append(paths, "usr/sbin/"+path.Base(a))
+		}
+		for _, p := range paths {
+			if !seen[p] {
+				seen[p] = true
+				files = append(files, images.File{Path: p, Mode: fs.ModeSymlink | 0o777, Linkname: "/usr/bin/busybox"})
+			}
+		}
 	}
 	for i := range files {
 		if target, ok := replacedApplets[files[i].Path]; ok {

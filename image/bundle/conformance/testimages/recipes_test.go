@@ -122,7 +122,7 @@ func TestBuild(t *testing.T) {
 		user       string
 	}{
 		{id: imageutils.Agnhost, has: []string{"agnhost", "localhost.crt", "usr/bin/busybox", "usr/bin/sh", "usr/sbin/ip", "usr/sbin/dig", "usr/sbin/curl", "bin", "etc/passwd"}, lacks: []string{"bin/sh"}, entrypoint: "/agnhost"},
-		{id: imageutils.BusyBox, has: []string{"usr/bin/wget", "tmp"}, lacks: []string{"agnhost"}},
+		{id: imageutils.BusyBox, has: []string{"usr/bin/wget", "usr/bin/ip", "usr/sbin/ip", "tmp"}, lacks: []string{"agnhost"}},
 		{id: imageutils.GlibcDnsTesting, has: []string{"usr/sbin/dig", "usr/sbin/getent", "usr/lib/x86_64-linux-gnu/libc.so.6"}},
 		{id: imageutils.Nginx, has: []string{"usr/sbin/nginx", "etc/nginx/nginx.conf", "usr/share/nginx/html/index.html"}, entrypoint: "/usr/sbin/nginx"},
 		{id: imageutils.Kitten, has: []string{"kitten.jpg", "data.json", "agnhost"}, entrypoint: "/agnhost"},
