@@ -5,13 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/cairn-os/cairn/image/bundle/internal/gocmd"
 	"github.com/cairn-os/cairn/image/bundle/internal/images"
 	"github.com/cairn-os/cairn/image/bundle/internal/pin"
 	"github.com/cairn-os/cairn/image/bundle/internal/stamp"
@@ -48,7 +48,7 @@ func build(ctx context.Context, c buildConfig) error {
 	// would be staged (paths, modes, contents of the tools, their libraries
 	// and extensions), so that an upgrade of any of them rebuilds the bundle.
 	hostTools := steps.HostTools(steps.Paths{Src: c.src}, "-digest")
-	toolsDigest, err := outputEnv(ctx, hostTools.Dir, hostTools.Env, hostTools.Args...)
+	toolsDigest, err := gocmd.Output(ctx, hostTools.Dir, hostTools.Env, hostTools.Args...)
 	if err != nil {
 		return fmt.Errorf("hash the netfilter tools (hack/deps.sh bundle installs nftables and iptables): %w", err)
 	}
@@ -64,7 +64,7 @@ func build(ctx context.Context, c buildConfig) error {
 		progress("building: %s", why)
 	}
 
-	buildDate, err := moduleTime(ctx, filepath.Join(c.src, "kube"), "k8s.io/kubernetes")
+	buildDate, err := gocmd.ModuleTime(ctx, filepath.Join(c.src, "kube"), "k8s.io/kubernetes")
 	if err != nil {
 		return err
 	}
@@ -227,26 +227,6 @@ func checkPins(src string, v versions.Versions) error {
 		}
 	}
 	return nil
-}
-
-// moduleTime is the publication time the module proxy reports for the
-// module version dir's go.mod requires: a stable build date.
-func moduleTime(ctx context.Context, dir, module string) (string, error) {
-	b, err := output(ctx, dir, "go", "list", "-m", "-json", module)
-	if err != nil {
-		return "", err
-	}
-	var m struct {
-		Version string
-		Time    *time.Time
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("parse go list output for %s: %w", module, err)
-	}
-	if m.Time == nil {
-		return "", fmt.Errorf("module %s %s: proxy reported no time", module, m.Version)
-	}
-	return m.Time.UTC().Format(time.RFC3339), nil
 }
 
 func fileSHA256(path string) (string, error) {

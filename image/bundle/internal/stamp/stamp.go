@@ -46,7 +46,10 @@ func Hash(src string, extra ...string) (string, error) {
 			return err
 		}
 		if d.IsDir() {
-			if p != src && (d.Name() == "testdata" || d.Name() == "conformance" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
+			if p == filepath.Join(src, "conformance") {
+				return filepath.SkipDir
+			}
+			if p != src && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
 				return filepath.SkipDir
 			}
 			return nil

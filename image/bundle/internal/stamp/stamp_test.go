@@ -40,6 +40,10 @@ func TestHashTracksInputsOnly(t *testing.T) {
 		{"go.sum", func(d string) { write(t, filepath.Join(d, "kube", "go.sum"), "y\n") }, "go1.26.8", true},
 		{"new source", func(d string) { write(t, filepath.Join(d, "echo", "main.go"), "package main\n") }, "go1.26.8", true},
 		{"toolchain", func(string) {}, "go1.26.9", true},
+		// The conformance suite's module is no input of the node's bundle, but a directory of that name
+		// deeper down (its own cmd/conformance) is one of the suite's inputs.
+		{"conformance module", func(d string) { write(t, filepath.Join(d, "conformance", "suite", "a.go"), "package s\n") }, "go1.26.8", false},
+		{"a cmd/conformance", func(d string) { write(t, filepath.Join(d, "cmd", "conformance", "main.go"), "package main\n") }, "go1.26.8", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

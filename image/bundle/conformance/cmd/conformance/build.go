@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/image/bundle/conformance/testimages"
+	"github.com/cairn-os/cairn/image/bundle/internal/gocmd"
 	"github.com/cairn-os/cairn/image/bundle/internal/images"
 	"github.com/cairn-os/cairn/image/bundle/internal/stamp"
 	"github.com/cairn-os/cairn/image/bundle/internal/steps"
@@ -84,7 +84,7 @@ func build(ctx context.Context, args []string) error {
 		return err
 	}
 
-	date, err := moduleTime(ctx, src, "k8s.io/kubernetes")
+	date, err := gocmd.ModuleTime(ctx, src, "k8s.io/kubernetes")
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func build(ctx context.Context, args []string) error {
 	}
 	for i, argv := range goCmds {
 		progress("[%d/%d] %s", i+1, len(goCmds)+2, argv[len(argv)-1])
-		if err := runCmd(ctx, src, []string{"CGO_ENABLED=0"}, argv...); err != nil {
+		if _, err := gocmd.Run(ctx, src, []string{"CGO_ENABLED=0"}, alive, argv...); err != nil {
 			return err
 		}
 	}
@@ -111,7 +111,7 @@ func build(ctx context.Context, args []string) error {
 	defer os.RemoveAll(staging)
 	tree := filepath.Join(staging, "root")
 	hostArgs := append([]string{"go", "run", "./image/cmd/hosttools", "-out", tree, "-host-root", "/"}, hostPrograms...)
-	if err := runCmd(ctx, filepath.Join(src, "..", "..", ".."), []string{"CGO_ENABLED=0"}, hostArgs...); err != nil {
+	if _, err := gocmd.Run(ctx, filepath.Join(src, "..", "..", ".."), []string{"CGO_ENABLED=0"}, alive, hostArgs...); err != nil {
 		return err
 	}
 
@@ -149,7 +149,7 @@ func build(ctx context.Context, args []string) error {
 
 // checkPinned refuses to build a suite from another Kubernetes than the node runs.
 func checkPinned(ctx context.Context, src, want string) error {
-	b, err := output(ctx, src, "go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
+	b, err := gocmd.Output(ctx, src, nil, "go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func checkPinned(ctx context.Context, src, want string) error {
 // inputsHash covers the module's sources, the toolchain, the node's etcd, busybox and the host programs
 // with their libraries (hosttools -digest), so a Debian upgrade rebuilds the images.
 func inputsHash(ctx context.Context, src, etcdBin string) (string, error) {
-	goVersion, err := output(ctx, src, "go", "env", "GOVERSION")
+	goVersion, err := gocmd.Output(ctx, src, nil, "go", "env", "GOVERSION")
 	if err != nil {
 		return "", err
 	}
@@ -183,7 +183,7 @@ func inputsHash(ctx context.Context, src, etcdBin string) (string, error) {
 		return "", err
 	}
 	digestArgs := append([]string{"go", "run", "./image/cmd/hosttools", "-digest", "-host-root", "/"}, hostPrograms...)
-	tools, err := output(ctx, filepath.Join(src, "..", "..", ".."), digestArgs...)
+	tools, err := gocmd.Output(ctx, filepath.Join(src, "..", "..", ".."), nil, digestArgs...)
 	if err != nil {
 		return "", err
 	}
@@ -245,20 +245,6 @@ func writeArchive(path string, imgs []images.Named) ([]images.Written, error) {
 	return written, os.Rename(path+".tmp", path)
 }
 
-// moduleTime is the module's release time as the module proxy reports it: a real date that does not
-// change between builds, for the version's buildDate.
-func moduleTime(ctx context.Context, dir, mod string) (string, error) {
-	b, err := output(ctx, dir, "go", "list", "-m", "-json", mod)
-	if err != nil {
-		return "", err
-	}
-	var m struct{ Time time.Time }
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("go list -m %s: %w", mod, err)
-	}
-	return m.Time.UTC().Format(time.RFC3339), nil
-}
-
 func moduleDir(mod string) (string, error) {
 	b, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
 	if err != nil {
@@ -267,43 +253,7 @@ func moduleDir(mod string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-func runCmd(ctx context.Context, dir string, env []string, argv ...string) error {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local"), env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	start := time.Now()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				progress("    still building (%s)", time.Since(start).Round(time.Second))
-			}
-		}
-	}()
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s in %s: %w", strings.Join(argv, " "), dir, err)
-	}
-	return nil
-}
-
-func output(ctx context.Context, dir string, argv ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local")
-	cmd.Stderr = os.Stderr
-	b, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s in %s: %w", strings.Join(argv, " "), dir, err)
-	}
-	return b, nil
-}
+func alive(d time.Duration) { progress("    still building (%s)", d.Round(time.Second)) }
 
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "conformance: "+format+"\n", args...)
