@@ -40,6 +40,10 @@ func summarize(w io.Writer, reports []string) error {
 }
 
 func listImages(w io.Writer) error {
+	built := map[imageutils.ImageID]bool{}
+	for _, w := range testimages.Wanted() {
+		built[w.ID] = true
+	}
 	var lines []string
 	for id, cfg := range imageutils.GetOriginalImageConfigs() {
 		what := "CSI driver image: storage tests, not conformance tests"
@@ -47,11 +51,8 @@ func listImages(w io.Writer) error {
 			what = "not built: " + why
 		} else if why, ok := testimages.ProvidedByNode[id]; ok {
 			what = "on every node: " + why
-		}
-		for _, wanted := range testimages.Wanted() {
-			if wanted.ID == id {
-				what = "built"
-			}
+		} else if built[id] {
+			what = "built"
 		}
 		lines = append(lines, fmt.Sprintf("%-70s %s", cfg.GetE2EImage(), what))
 	}
