@@ -101,7 +101,7 @@ run-sandbox: build ## machined as an ordinary process under _out/sandbox, inited
 	./hack/run-sandbox.sh
 
 deps: ## install the Debian packages the build and tests need
-	./hack/deps.sh build test image bundle qemu
+	./hack/deps.sh build test image bundle qemu conformance
 
 clean: ## remove build outputs
 	rm -rf $(OUT)
