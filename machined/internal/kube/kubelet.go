@@ -49,6 +49,8 @@ type KubeletConfiguration struct {
 	ContainerRuntimeEndpoint string                `json:"containerRuntimeEndpoint"`
 	VolumePluginDir          string                `json:"volumePluginDir"`
 	MaxPods                  int32                 `json:"maxPods,omitempty"`
+	SerializeImagePulls      bool                  `json:"serializeImagePulls"`
+	MaxParallelImagePulls    int32                 `json:"maxParallelImagePulls"`
 }
 
 // KubeletAuthentication is how the kubelet's API authenticates callers.
@@ -104,8 +106,18 @@ func (r *Renderer) KubeletConfiguration(o KubeletOptions) *KubeletConfiguration 
 		// read-only root.
 		VolumePluginDir: filepath.Join(r.layout.KubeletDir(), "volumeplugins"),
 		MaxPods:         r.cfg.Machine.Kubelet.MaxPods,
+		// Pulls run side by side, a few at a time. With the kubelet's default of one at a time, a pull
+		// that cannot succeed (an unreachable registry: each attempt waits out DNS and connect timeouts)
+		// holds every other pod's pull behind it for minutes; the conformance suite's deliberately failing
+		// pulls kept an imported image's pull waiting three and a half minutes, failing a test.
+		SerializeImagePulls:   false,
+		MaxParallelImagePulls: maxParallelImagePulls,
 	}
 }
+
+// maxParallelImagePulls bounds the side-by-side pulls, so a burst of new pods does not saturate the
+// node's link or its disk with unpacking.
+const maxParallelImagePulls = 4
 
 // KubeletConfig is the kubelet's config file at /var/lib/kubelet/config.yaml.
 func (r *Renderer) KubeletConfig(o KubeletOptions) (File, error) {

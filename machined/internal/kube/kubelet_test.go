@@ -61,6 +61,8 @@ func TestKubeletConfigDecodes(t *testing.T) {
 		"healthzPort":              *kc.HealthzPort,
 		"maxPods":                  kc.MaxPods,
 		"resolvConf":               *kc.ResolverConfig,
+		"serializeImagePulls":      *kc.SerializeImagePulls,
+		"maxParallelImagePulls":    *kc.MaxParallelImagePulls,
 	}
 	want := map[string]any{
 		"cgroupDriver":             "cgroupfs",
@@ -79,6 +81,8 @@ func TestKubeletConfigDecodes(t *testing.T) {
 		"healthzPort":              int32(10248),
 		"maxPods":                  int32(150),
 		"resolvConf":               "/etc/resolv.conf",
+		"serializeImagePulls":      false,
+		"maxParallelImagePulls":    int32(4),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decoded kubelet config (-want +got):\n%s", diff)
