@@ -392,28 +392,25 @@ func nonewprivs(in Inputs) (spec, error) {
 }
 
 func sampleAPIServer(in Inputs) (spec, error) {
-	if err := need("sample-apiserver", in.SampleAPIServer); err != nil {
-		return spec{}, err
-	}
-	var s spec
-	s.add("kube-sample-apiserver, built from k8s.io/sample-apiserver at the pinned version", []images.File{
-		{Path: "kube-sample-apiserver", Mode: 0o755, Data: in.SampleAPIServer},
-		{Path: "tmp", Mode: images.Dir | fs.ModeSticky | 0o777},
-	})
-	s.entrypoint = []string{"/kube-sample-apiserver"}
-	return s, nil
+	return oneBinary("sample-apiserver", in.SampleAPIServer, "kube-sample-apiserver",
+		"kube-sample-apiserver, built from k8s.io/sample-apiserver at the pinned version")
 }
 
 // etcd is the node's own etcd binary at the path the aggregator test runs it from.
 func etcd(in Inputs) (spec, error) {
-	if err := need("etcd", in.Etcd); err != nil {
+	return oneBinary("etcd", in.Etcd, "usr/local/bin/etcd", "etcd "+in.EtcdVersion+", the node's")
+}
+
+// oneBinary is an image of one static program at path (its entrypoint) and a /tmp.
+func oneBinary(what string, data []byte, path, comment string) (spec, error) {
+	if err := need(what, data); err != nil {
 		return spec{}, err
 	}
 	var s spec
-	s.add("etcd "+in.EtcdVersion+", the node's", []images.File{
-		{Path: "usr/local/bin/etcd", Mode: 0o755, Data: in.Etcd},
+	s.add(comment, []images.File{
+		{Path: path, Mode: 0o755, Data: data},
 		{Path: "tmp", Mode: images.Dir | fs.ModeSticky | 0o777},
 	})
-	s.entrypoint = []string{"/usr/local/bin/etcd"}
+	s.entrypoint = []string{"/" + path}
 	return s, nil
 }
