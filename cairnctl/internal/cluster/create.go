@@ -94,8 +94,11 @@ func Create(ctx context.Context, o CreateOptions, p *Progress) (*Result, error) 
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster directory: %w", err)
 	}
-	res, err := create(ctx, o, layout, img, dir, p)
-	if err != nil {
+	// The hang watchers (hang.go) end every wait of create when a node's kernel hangs.
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	res, err := create(hctx, cancel, o, layout, img, dir, p)
+	if err = withHang(hctx, err); err != nil {
 		return res, fmt.Errorf("%w\n(the cluster's VMs, if any, keep running for inspection: console logs are in %s; remove everything with `%s`)",
 			err, filepath.Join(dir, nodesDir), DestroyCommand(o.Root, o.Name))
 	}
@@ -185,7 +188,7 @@ func printStarted(p *Progress, spec VMSpec, ns NodeState, vm *qemu.VM) {
 		ns.Name, ns.Address, spec.Mode, spec.Memory, spec.CPUs, ns.APIEndpoint(), vm.ConsolePath())
 }
 
-func create(ctx context.Context, o CreateOptions, layout Layout, img Artifacts, dir string, p *Progress) (*Result, error) {
+func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, layout Layout, img Artifacts, dir string, p *Progress) (*Result, error) {
 	now := time.Now()
 	res := &Result{Root: o.Root, Dir: dir, Fingerprints: map[string]string{}}
 	cfgs, err := GenerateConfigs(o.Name, layout, now)
@@ -208,6 +211,7 @@ func create(ctx context.Context, o CreateOptions, layout Layout, img Artifacts, 
 			return res, err
 		}
 		vms[n.Name] = vm
+		go watchHang(ctx, hung, n.Name, vm.ConsolePath(), 0, 5*time.Second)
 		st.Nodes = append(st.Nodes, ns)
 		// Saved after every start, so destroy finds each VM even if this process dies now.
 		if err := st.Save(dir); err != nil {
