@@ -26,19 +26,28 @@ func Fingerprint(console []byte) string {
 // ConsoleFingerprint reads the fingerprint from a console log file, looking only past offset (the file's
 // size before a reboot, so an older boot's fingerprint is not taken for the new one).
 func ConsoleFingerprint(path string, offset int64) (string, error) {
-	f, err := os.Open(path)
+	data, err := readFrom(path, offset)
 	if err != nil {
 		return "", err
 	}
+	return Fingerprint(data), nil
+}
+
+// readFrom reads a console log from offset to its end.
+func readFrom(path string, offset int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return "", fmt.Errorf("console %s: %w", path, err)
+		return nil, fmt.Errorf("console %s: %w", path, err)
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return "", fmt.Errorf("console %s: %w", path, err)
+		return nil, fmt.Errorf("console %s: %w", path, err)
 	}
-	return Fingerprint(data), nil
+	return data, nil
 }
 
 // WaitFingerprint polls the console log until it shows a fingerprint past offset.

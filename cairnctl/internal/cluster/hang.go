@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"time"
@@ -54,8 +52,9 @@ func watchHang(ctx context.Context, cancel context.CancelCauseFunc, node, path s
 			return
 		case <-time.After(every):
 		}
-		data, next := readFrom(path, offset)
-		offset = next
+		// An unreadable console (not made yet) gives nothing and keeps the offset.
+		data, _ := readFrom(path, offset)
+		offset += int64(len(data))
 		data = append(carry, data...)
 		complete := data
 		carry = nil
@@ -67,21 +66,6 @@ func watchHang(ctx context.Context, cancel context.CancelCauseFunc, node, path s
 			return
 		}
 	}
-}
-
-// readFrom reads a file from offset to its end; an unreadable file gives nothing and keeps the offset
-// (the console may not exist yet).
-func readFrom(path string, offset int64) ([]byte, int64) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, offset
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, offset
-	}
-	data, _ := io.ReadAll(f)
-	return data, offset + int64(len(data))
 }
 
 // withHang puts the hang that ended ctx, if one did, in front of err.
