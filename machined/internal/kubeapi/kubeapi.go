@@ -26,6 +26,8 @@ import (
 type Client struct {
 	Server string
 	http   *http.Client
+	// slow serves Fetch: no header or overall timeout of its own, the caller's context bounds it.
+	slow *http.Client
 }
 
 // New makes a client for server with the given PEM CA and client certificate.
@@ -40,7 +42,10 @@ func New(server string, caPEM, certPEM, keyPEM []byte) (*Client, error) {
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ResponseHeaderTimeout: 20 * time.Second, IdleConnTimeout: 30 * time.Second}
-	return &Client{Server: strings.TrimSuffix(server, "/"), http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
+	slow := tr.Clone()
+	slow.ResponseHeaderTimeout = 0
+	return &Client{Server: strings.TrimSuffix(server, "/"), http: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		slow: &http.Client{Transport: slow}}, nil
 }
 
 // FromKubeconfig makes a client from a kubeconfig file with embedded certificates; server, when not
@@ -138,6 +143,27 @@ func (c *Client) Delete(ctx context.Context, path string) error {
 		return nil
 	}
 	return err
+}
+
+// Fetch reads path as accept and discards the body, returning its size: it exists to make the API
+// server compute and cache a response (its OpenAPI documents) before a user asks for it. Only ctx
+// bounds how long the server may take to answer.
+func (c *Client) Fetch(ctx context.Context, path, accept string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := c.slow.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return 0, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(msg))}
+	}
+	return io.Copy(io.Discard, resp.Body)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {

@@ -43,3 +43,31 @@ func TestApplyReportsRefusal(t *testing.T) {
 		t.Fatalf("Apply of an invalid object = %v, want the API server's 422", err)
 	}
 }
+
+// TestFetch checks that Fetch asks for the representation it is given (the OpenAPI v2 cache kubectl
+// reads is the protobuf one) and reports the body's size, or the server's refusal.
+func TestFetch(t *testing.T) {
+	const proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/openapi/v2" {
+			http.NotFound(w, r)
+			return
+		}
+		if a := r.Header.Get("Accept"); a != proto {
+			http.Error(w, "unexpected Accept "+a, http.StatusNotAcceptable)
+			return
+		}
+		w.Write(make([]byte, 12345))
+	}))
+	defer srv.Close()
+	c := &Client{Server: srv.URL, slow: srv.Client()}
+	n, err := c.Fetch(context.Background(), "/openapi/v2", proto)
+	if err != nil || n != 12345 {
+		t.Errorf("Fetch(/openapi/v2) = %d, %v; want 12345, nil", n, err)
+	}
+	_, err = c.Fetch(context.Background(), "/openapi/v3/nowhere", proto)
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusNotFound {
+		t.Errorf("Fetch of a missing path = %v, want the server's 404", err)
+	}
+}

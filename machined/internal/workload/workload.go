@@ -110,7 +110,10 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	}
 	runtime := []sequence.Task{t("payload", w.mountPayload), t("containerd", w.startContainerd), t("images", w.registerImages)}
 	pki := sequence.Task{Name: "kubernetes-pki", Once: true, Run: w.writePKI}
-	ready := []sequence.Task{wait("pod-network", w.podNetwork), wait("node-ready", w.waitNodeReady)}
+	nodeReady := wait("node-ready", w.waitNodeReady)
+	ready := []sequence.Task{wait("pod-network", w.podNetwork), nodeReady}
+	// A control plane's API server builds its OpenAPI cache while the node waits for its pod network.
+	cpReady := []sequence.Task{wait("pod-network", alongside(w.podNetwork, w.warmOpenAPI)), nodeReady}
 	// Last: the join service (control planes) and the discovery names.
 	serve := t("join-service", func(context.Context) error { return w.StartJoinService() })
 	names := t("discovery-names", w.discoveryNames)
@@ -130,7 +133,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("control-plane-manifests", w.writeControlPlane),
 			wait("apiserver-ready", w.waitAPIServer),
 			t("addons", w.applyAddons),
-		}, ready, []sequence.Task{serve, names})
+		}, cpReady, []sequence.Task{serve, names})
 	default:
 		return slices.Concat(prepare, []sequence.Task{pki}, runtime, []sequence.Task{
 			t("control-plane-manifests", w.writeControlPlane),
@@ -141,7 +144,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			wait("apiserver-ready", w.waitAPIServer),
 			t("bootstrap-objects", w.publishBootstrap),
 			t("addons", w.applyAddons),
-		}, ready, []sequence.Task{serve, names})
+		}, cpReady, []sequence.Task{serve, names})
 	}
 }
 

@@ -1,8 +1,12 @@
 package workload
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
@@ -53,5 +57,26 @@ func TestHookOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAlongside checks that the side work has finished when the task returns, and that the task's
+// result is the main work's.
+func TestAlongside(t *testing.T) {
+	mainErr := errors.New("pod network not ready")
+	var sideDone atomic.Bool
+	run := alongside(
+		func(context.Context) error { return mainErr },
+		func(context.Context) error {
+			time.Sleep(20 * time.Millisecond)
+			sideDone.Store(true)
+			return errors.New("ignored")
+		},
+	)
+	if err := run(context.Background()); err != mainErr {
+		t.Errorf("alongside(main, side)() = %v, want main's %v", err, mainErr)
+	}
+	if !sideDone.Load() {
+		t.Error("alongside returned before its side work finished")
 	}
 }

@@ -1,0 +1,61 @@
+package workload
+
+import (
+	"context"
+	"time"
+)
+
+// The OpenAPI documents kubectl reads before it sends anything: `kubectl apply` and `create` check each
+// object's kind against the v3 document of its group-version, and fall back to the whole v2 document
+// (in protobuf) for a kind no v3 document lists, such as the List that `kubectl get -o json` prints.
+// The API server builds each one on first request and caches it. The v3 documents are one group each
+// and quick to build; the v2 one is the whole API as megabytes of JSON turned into protobuf: its first
+// request took 45 s on a TCG control plane (the next, 3.4 s), and kubectl gives up after 32 s.
+var openAPIDocs = []struct{ path, accept string }{
+	{"/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"},
+}
+
+// openAPIWarmTimeout bounds the whole warm-up; past it the node goes on without it.
+const openAPIWarmTimeout = 5 * time.Minute
+
+// warmOpenAPI has this node's API server build and cache its OpenAPI documents while the boot waits for
+// the pod network, so a user's first kubectl after Running is answered from the cache instead of paying
+// the build (and timing out on a slow machine). The cache lives in the API server's memory: every boot of every
+// control plane does this. It never fails the boot: an API server that cannot answer now will build the
+// document on the first real request, as it would have anyway.
+func (w *Workload) warmOpenAPI(ctx context.Context) error {
+	c, err := w.admin()
+	if err != nil {
+		w.Log.Warn("OpenAPI documents not cached", "err", err)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, openAPIWarmTimeout)
+	defer cancel()
+	for _, d := range openAPIDocs {
+		start := time.Now()
+		n, err := c.Fetch(ctx, d.path, d.accept)
+		if err != nil {
+			w.Log.Warn("OpenAPI document not cached: the first kubectl that needs it waits for the API server to build it",
+				"path", d.path, "err", err)
+			return nil
+		}
+		w.Log.Info("OpenAPI document cached", "path", d.path, "bytes", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// alongside runs side while main runs, in the same task, and returns main's error once both are done:
+// work that must be finished by the end of the task without adding its own time to the boot, and that
+// stops with the task.
+func alongside(main, side func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			side(ctx) //nolint:errcheck // side reports its own trouble
+		}()
+		err := main(ctx)
+		<-done
+		return err
+	}
+}
