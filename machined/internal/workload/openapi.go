@@ -2,7 +2,11 @@ package workload
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"time"
+
+	"github.com/cairn-os/cairn/machined/internal/kubeapi"
 )
 
 // The OpenAPI documents kubectl reads before it sends anything: `kubectl apply` and `create` check each
@@ -10,7 +14,8 @@ import (
 // (in protobuf) for a kind no v3 document lists, such as the List that `kubectl get -o json` prints.
 // The API server builds each one on first request and caches it. The v3 documents are one group each
 // and quick to build; the v2 one is the whole API as megabytes of JSON turned into protobuf: its first
-// request took 45 s on a TCG control plane (the next, 3.4 s), and kubectl gives up after 32 s.
+// request took 45 s on an idle TCG control plane (the next, 3.4 s) and over a minute while the add-on
+// pods start, and kubectl gives up after 32 s.
 var openAPIDocs = []struct{ path, accept string }{
 	{"/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"},
 }
@@ -20,9 +25,9 @@ const openAPIWarmTimeout = 5 * time.Minute
 
 // warmOpenAPI has this node's API server build and cache its OpenAPI documents while the boot waits for
 // the pod network, so a user's first kubectl after Running is answered from the cache instead of paying
-// the build (and timing out on a slow machine). The cache lives in the API server's memory: every boot of every
-// control plane does this. It never fails the boot: an API server that cannot answer now will build the
-// document on the first real request, as it would have anyway.
+// the build (and timing out on a slow machine). The cache lives in the API server's memory: every boot
+// of every control plane does this. It never fails the boot: an API server that cannot answer now
+// builds the document on the first real request, as it would have anyway.
 func (w *Workload) warmOpenAPI(ctx context.Context) error {
 	c, err := w.admin()
 	if err != nil {
@@ -34,6 +39,11 @@ func (w *Workload) warmOpenAPI(ctx context.Context) error {
 	for _, d := range openAPIDocs {
 		start := time.Now()
 		n, err := c.Fetch(ctx, d.path, d.accept)
+		// The API server gives up on a request after a minute (504), but the build goes on and its
+		// result is cached: asking again waits for the rest of it.
+		for isTimeout(err) && sleep(ctx, time.Second) {
+			n, err = c.Fetch(ctx, d.path, d.accept)
+		}
 		if err != nil {
 			w.Log.Warn("OpenAPI document not cached: the first kubectl that needs it waits for the API server to build it",
 				"path", d.path, "err", err)
@@ -42,6 +52,22 @@ func (w *Workload) warmOpenAPI(ctx context.Context) error {
 		w.Log.Info("OpenAPI document cached", "path", d.path, "bytes", n, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// isTimeout tells the API server's own 504 (its request timeout) from other failures.
+func isTimeout(err error) bool {
+	var se *kubeapi.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusGatewayTimeout
+}
+
+// sleep waits d and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
 }
 
 // alongside runs side while main runs, in the same task, and returns main's error once both are done:
