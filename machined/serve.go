@@ -131,7 +131,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 				return append(append(wl.StopTasks(), closeLogs), vols.StopTasks()...)
 			}},
 	})
-	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Usage: statfs, JoinTokens: tokens,
+	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Certs: wl, Usage: statfs, JoinTokens: tokens,
 		LogSource: &logs.Source{Rings: services, PodLogs: layout.Join("var", "log", "pods")},
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),

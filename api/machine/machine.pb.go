@@ -2532,6 +2532,186 @@ func (x *EtcdMember) GetIsLearner() bool {
 	return false
 }
 
+type CertificatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertificatesRequest) Reset() {
+	*x = CertificatesRequest{}
+	mi := &file_machine_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertificatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertificatesRequest) ProtoMessage() {}
+
+func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertificatesRequest.ProtoReflect.Descriptor instead.
+func (*CertificatesRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{43}
+}
+
+type CertificatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Certificates  []*Certificate         `protobuf:"bytes,1,rep,name=certificates,proto3" json:"certificates,omitempty"`
+	Problems      []string               `protobuf:"bytes,2,rep,name=problems,proto3" json:"problems,omitempty"` // files that could not be read as certificates, each with the reason
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CertificatesResponse) Reset() {
+	*x = CertificatesResponse{}
+	mi := &file_machine_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertificatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertificatesResponse) ProtoMessage() {}
+
+func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertificatesResponse.ProtoReflect.Descriptor instead.
+func (*CertificatesResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CertificatesResponse) GetCertificates() []*Certificate {
+	if x != nil {
+		return x.Certificates
+	}
+	return nil
+}
+
+func (x *CertificatesResponse) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+type Certificate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // relative to /etc/kubernetes: pki/apiserver.crt, admin.conf
+	Subject       string                 `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	Issuer        string                 `protobuf:"bytes,3,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	NotBefore     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=not_before,json=notBefore,proto3" json:"not_before,omitempty"`
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	RenewAt       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=renew_at,json=renewAt,proto3" json:"renew_at,omitempty"` // unset for a CA: the node never renews a CA
+	Ca            bool                   `protobuf:"varint,7,opt,name=ca,proto3" json:"ca,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Certificate) Reset() {
+	*x = Certificate{}
+	mi := &file_machine_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Certificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Certificate) ProtoMessage() {}
+
+func (x *Certificate) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
+func (*Certificate) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Certificate) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Certificate) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *Certificate) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *Certificate) GetNotBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotBefore
+	}
+	return nil
+}
+
+func (x *Certificate) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+func (x *Certificate) GetRenewAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RenewAt
+	}
+	return nil
+}
+
+func (x *Certificate) GetCa() bool {
+	if x != nil {
+		return x.Ca
+	}
+	return false
+}
+
 type EtcdSnapshotRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2540,7 +2720,7 @@ type EtcdSnapshotRequest struct {
 
 func (x *EtcdSnapshotRequest) Reset() {
 	*x = EtcdSnapshotRequest{}
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2732,7 @@ func (x *EtcdSnapshotRequest) String() string {
 func (*EtcdSnapshotRequest) ProtoMessage() {}
 
 func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2745,7 @@ func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*EtcdSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{43}
+	return file_machine_proto_rawDescGZIP(), []int{46}
 }
 
 type DataChunk struct {
@@ -2578,7 +2758,7 @@ type DataChunk struct {
 
 func (x *DataChunk) Reset() {
 	*x = DataChunk{}
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2770,7 @@ func (x *DataChunk) String() string {
 func (*DataChunk) ProtoMessage() {}
 
 func (x *DataChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2783,7 @@ func (x *DataChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataChunk.ProtoReflect.Descriptor instead.
 func (*DataChunk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{44}
+	return file_machine_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DataChunk) GetData() []byte {
@@ -2631,7 +2811,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2823,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2836,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{45}
+	return file_machine_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -2691,7 +2871,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2883,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2896,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{46}
+	return file_machine_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -2753,7 +2933,7 @@ type ImageImportRequest struct {
 
 func (x *ImageImportRequest) Reset() {
 	*x = ImageImportRequest{}
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2945,7 @@ func (x *ImageImportRequest) String() string {
 func (*ImageImportRequest) ProtoMessage() {}
 
 func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2958,7 @@ func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportRequest.ProtoReflect.Descriptor instead.
 func (*ImageImportRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{47}
+	return file_machine_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ImageImportRequest) GetMsg() isImageImportRequest_Msg {
@@ -2833,7 +3013,7 @@ type ImageImportHeader struct {
 
 func (x *ImageImportHeader) Reset() {
 	*x = ImageImportHeader{}
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +3025,7 @@ func (x *ImageImportHeader) String() string {
 func (*ImageImportHeader) ProtoMessage() {}
 
 func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +3038,7 @@ func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportHeader.ProtoReflect.Descriptor instead.
 func (*ImageImportHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{48}
+	return file_machine_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ImageImportHeader) GetFileName() string {
@@ -2895,7 +3075,7 @@ type ImageImportResponse struct {
 
 func (x *ImageImportResponse) Reset() {
 	*x = ImageImportResponse{}
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3087,7 @@ func (x *ImageImportResponse) String() string {
 func (*ImageImportResponse) ProtoMessage() {}
 
 func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3100,7 @@ func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResponse.ProtoReflect.Descriptor instead.
 func (*ImageImportResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{49}
+	return file_machine_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ImageImportResponse) GetMsg() isImageImportResponse_Msg {
@@ -2976,7 +3156,7 @@ type ImageImportProgress struct {
 
 func (x *ImageImportProgress) Reset() {
 	*x = ImageImportProgress{}
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3168,7 @@ func (x *ImageImportProgress) String() string {
 func (*ImageImportProgress) ProtoMessage() {}
 
 func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3181,7 @@ func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportProgress.ProtoReflect.Descriptor instead.
 func (*ImageImportProgress) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{50}
+	return file_machine_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ImageImportProgress) GetPhase() string {
@@ -3041,7 +3221,7 @@ type ImageImportResult struct {
 
 func (x *ImageImportResult) Reset() {
 	*x = ImageImportResult{}
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3233,7 @@ func (x *ImageImportResult) String() string {
 func (*ImageImportResult) ProtoMessage() {}
 
 func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3246,7 @@ func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResult.ProtoReflect.Descriptor instead.
 func (*ImageImportResult) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{51}
+	return file_machine_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ImageImportResult) GetImages() []*Image {
@@ -3089,7 +3269,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3281,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3294,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{52}
+	return file_machine_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Image) GetName() string {
@@ -3160,7 +3340,7 @@ type ImageListRequest struct {
 
 func (x *ImageListRequest) Reset() {
 	*x = ImageListRequest{}
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3352,7 @@ func (x *ImageListRequest) String() string {
 func (*ImageListRequest) ProtoMessage() {}
 
 func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3365,7 @@ func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListRequest.ProtoReflect.Descriptor instead.
 func (*ImageListRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{53}
+	return file_machine_proto_rawDescGZIP(), []int{56}
 }
 
 type ImageListResponse struct {
@@ -3197,7 +3377,7 @@ type ImageListResponse struct {
 
 func (x *ImageListResponse) Reset() {
 	*x = ImageListResponse{}
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3389,7 @@ func (x *ImageListResponse) String() string {
 func (*ImageListResponse) ProtoMessage() {}
 
 func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3402,7 @@ func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListResponse.ProtoReflect.Descriptor instead.
 func (*ImageListResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{54}
+	return file_machine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ImageListResponse) GetImages() []*Image {
@@ -3242,7 +3422,7 @@ type ImageRemoveRequest struct {
 
 func (x *ImageRemoveRequest) Reset() {
 	*x = ImageRemoveRequest{}
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3254,7 +3434,7 @@ func (x *ImageRemoveRequest) String() string {
 func (*ImageRemoveRequest) ProtoMessage() {}
 
 func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3447,7 @@ func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveRequest.ProtoReflect.Descriptor instead.
 func (*ImageRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{55}
+	return file_machine_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ImageRemoveRequest) GetNames() []string {
@@ -3293,7 +3473,7 @@ type ImageRemoveResponse struct {
 
 func (x *ImageRemoveResponse) Reset() {
 	*x = ImageRemoveResponse{}
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3485,7 @@ func (x *ImageRemoveResponse) String() string {
 func (*ImageRemoveResponse) ProtoMessage() {}
 
 func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3498,7 @@ func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveResponse.ProtoReflect.Descriptor instead.
 func (*ImageRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{56}
+	return file_machine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ImageRemoveResponse) GetRemoved() []string {
@@ -3340,7 +3520,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +3532,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +3545,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{57}
+	return file_machine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ProfileRequest) GetName() string {
@@ -3586,6 +3766,19 @@ const file_machine_proto_rawDesc = "" +
 	"clientUrls\x12\x1d\n" +
 	"\n" +
 	"is_learner\x18\x05 \x01(\bR\tisLearner\"\x15\n" +
+	"\x13CertificatesRequest\"{\n" +
+	"\x14CertificatesResponse\x12G\n" +
+	"\fcertificates\x18\x01 \x03(\v2#.cairn.machine.v1alpha1.CertificateR\fcertificates\x12\x1a\n" +
+	"\bproblems\x18\x02 \x03(\tR\bproblems\"\x8e\x02\n" +
+	"\vCertificate\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
+	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x129\n" +
+	"\n" +
+	"not_before\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x127\n" +
+	"\tnot_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\x125\n" +
+	"\brenew_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\arenewAt\x12\x0e\n" +
+	"\x02ca\x18\a \x01(\bR\x02ca\"\x15\n" +
 	"\x13EtcdSnapshotRequest\"7\n" +
 	"\tDataChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
@@ -3636,7 +3829,7 @@ const file_machine_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\rR\aseconds\x12\x14\n" +
 	"\x05debug\x18\x03 \x01(\rR\x05debug\x12\x0e\n" +
-	"\x02gc\x18\x04 \x01(\bR\x02gc2\xc7\x13\n" +
+	"\x02gc\x18\x04 \x01(\bR\x02gc2\xb2\x14\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -3660,7 +3853,8 @@ const file_machine_proto_rawDesc = "" +
 	"\n" +
 	"Kubeconfig\x12).cairn.machine.v1alpha1.KubeconfigRequest\x1a*.cairn.machine.v1alpha1.KubeconfigResponse\x12f\n" +
 	"\vEtcdMembers\x12*.cairn.machine.v1alpha1.EtcdMembersRequest\x1a+.cairn.machine.v1alpha1.EtcdMembersResponse\x12`\n" +
-	"\fEtcdSnapshot\x12+.cairn.machine.v1alpha1.EtcdSnapshotRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01\x12r\n" +
+	"\fEtcdSnapshot\x12+.cairn.machine.v1alpha1.EtcdSnapshotRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01\x12i\n" +
+	"\fCertificates\x12+.cairn.machine.v1alpha1.CertificatesRequest\x1a,.cairn.machine.v1alpha1.CertificatesResponse\x12r\n" +
 	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponse\x12j\n" +
 	"\vImageImport\x12*.cairn.machine.v1alpha1.ImageImportRequest\x1a+.cairn.machine.v1alpha1.ImageImportResponse(\x010\x01\x12`\n" +
 	"\tImageList\x12(.cairn.machine.v1alpha1.ImageListRequest\x1a).cairn.machine.v1alpha1.ImageListResponse\x12f\n" +
@@ -3679,7 +3873,7 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),          // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),         // 1: cairn.machine.v1alpha1.VersionResponse
@@ -3724,31 +3918,34 @@ var file_machine_proto_goTypes = []any{
 	(*EtcdMembersRequest)(nil),      // 40: cairn.machine.v1alpha1.EtcdMembersRequest
 	(*EtcdMembersResponse)(nil),     // 41: cairn.machine.v1alpha1.EtcdMembersResponse
 	(*EtcdMember)(nil),              // 42: cairn.machine.v1alpha1.EtcdMember
-	(*EtcdSnapshotRequest)(nil),     // 43: cairn.machine.v1alpha1.EtcdSnapshotRequest
-	(*DataChunk)(nil),               // 44: cairn.machine.v1alpha1.DataChunk
-	(*CreateJoinTokenRequest)(nil),  // 45: cairn.machine.v1alpha1.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 46: cairn.machine.v1alpha1.CreateJoinTokenResponse
-	(*ImageImportRequest)(nil),      // 47: cairn.machine.v1alpha1.ImageImportRequest
-	(*ImageImportHeader)(nil),       // 48: cairn.machine.v1alpha1.ImageImportHeader
-	(*ImageImportResponse)(nil),     // 49: cairn.machine.v1alpha1.ImageImportResponse
-	(*ImageImportProgress)(nil),     // 50: cairn.machine.v1alpha1.ImageImportProgress
-	(*ImageImportResult)(nil),       // 51: cairn.machine.v1alpha1.ImageImportResult
-	(*Image)(nil),                   // 52: cairn.machine.v1alpha1.Image
-	(*ImageListRequest)(nil),        // 53: cairn.machine.v1alpha1.ImageListRequest
-	(*ImageListResponse)(nil),       // 54: cairn.machine.v1alpha1.ImageListResponse
-	(*ImageRemoveRequest)(nil),      // 55: cairn.machine.v1alpha1.ImageRemoveRequest
-	(*ImageRemoveResponse)(nil),     // 56: cairn.machine.v1alpha1.ImageRemoveResponse
-	(*ProfileRequest)(nil),          // 57: cairn.machine.v1alpha1.ProfileRequest
-	(*timestamppb.Timestamp)(nil),   // 58: google.protobuf.Timestamp
+	(*CertificatesRequest)(nil),     // 43: cairn.machine.v1alpha1.CertificatesRequest
+	(*CertificatesResponse)(nil),    // 44: cairn.machine.v1alpha1.CertificatesResponse
+	(*Certificate)(nil),             // 45: cairn.machine.v1alpha1.Certificate
+	(*EtcdSnapshotRequest)(nil),     // 46: cairn.machine.v1alpha1.EtcdSnapshotRequest
+	(*DataChunk)(nil),               // 47: cairn.machine.v1alpha1.DataChunk
+	(*CreateJoinTokenRequest)(nil),  // 48: cairn.machine.v1alpha1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 49: cairn.machine.v1alpha1.CreateJoinTokenResponse
+	(*ImageImportRequest)(nil),      // 50: cairn.machine.v1alpha1.ImageImportRequest
+	(*ImageImportHeader)(nil),       // 51: cairn.machine.v1alpha1.ImageImportHeader
+	(*ImageImportResponse)(nil),     // 52: cairn.machine.v1alpha1.ImageImportResponse
+	(*ImageImportProgress)(nil),     // 53: cairn.machine.v1alpha1.ImageImportProgress
+	(*ImageImportResult)(nil),       // 54: cairn.machine.v1alpha1.ImageImportResult
+	(*Image)(nil),                   // 55: cairn.machine.v1alpha1.Image
+	(*ImageListRequest)(nil),        // 56: cairn.machine.v1alpha1.ImageListRequest
+	(*ImageListResponse)(nil),       // 57: cairn.machine.v1alpha1.ImageListResponse
+	(*ImageRemoveRequest)(nil),      // 58: cairn.machine.v1alpha1.ImageRemoveRequest
+	(*ImageRemoveResponse)(nil),     // 59: cairn.machine.v1alpha1.ImageRemoveResponse
+	(*ProfileRequest)(nil),          // 60: cairn.machine.v1alpha1.ProfileRequest
+	(*timestamppb.Timestamp)(nil),   // 61: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
-	58, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	61, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
 	8,  // 1: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	58, // 2: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	58, // 3: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	58, // 4: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	61, // 2: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	61, // 3: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	61, // 4: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
 	24, // 5: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	58, // 6: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	61, // 6: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
 	24, // 7: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
 	29, // 8: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
 	31, // 9: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
@@ -3757,71 +3954,77 @@ var file_machine_proto_depIdxs = []int32{
 	34, // 12: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
 	37, // 13: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
 	42, // 14: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	58, // 15: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	48, // 16: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
-	50, // 17: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
-	51, // 18: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
-	52, // 19: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
-	52, // 20: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
-	0,  // 21: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	2,  // 22: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	4,  // 23: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	5,  // 24: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	6,  // 25: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	9,  // 26: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	11, // 27: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	13, // 28: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	15, // 29: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	17, // 30: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	19, // 31: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	20, // 32: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	22, // 33: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	27, // 34: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	32, // 35: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	35, // 36: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	25, // 37: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	25, // 38: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	25, // 39: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	38, // 40: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	40, // 41: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	43, // 42: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	45, // 43: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	47, // 44: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
-	53, // 45: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
-	55, // 46: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	57, // 47: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	1,  // 48: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	3,  // 49: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	18, // 50: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	18, // 51: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	7,  // 52: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	10, // 53: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	12, // 54: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	14, // 55: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	16, // 56: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
-	18, // 57: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	21, // 58: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	21, // 59: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	23, // 60: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	28, // 61: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	33, // 62: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	36, // 63: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	26, // 64: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	26, // 65: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	26, // 66: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	39, // 67: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	41, // 68: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	44, // 69: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	46, // 70: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	49, // 71: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	54, // 72: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	56, // 73: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	44, // 74: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	48, // [48:75] is the sub-list for method output_type
-	21, // [21:48] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	45, // 15: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
+	61, // 16: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	61, // 17: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	61, // 18: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	61, // 19: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	51, // 20: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
+	53, // 21: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
+	54, // 22: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
+	55, // 23: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
+	55, // 24: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
+	0,  // 25: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	2,  // 26: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	4,  // 27: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	5,  // 28: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	6,  // 29: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	9,  // 30: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	11, // 31: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	13, // 32: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	15, // 33: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	17, // 34: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	19, // 35: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	20, // 36: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	22, // 37: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	27, // 38: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	32, // 39: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	35, // 40: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	25, // 41: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	25, // 42: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	25, // 43: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	38, // 44: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	40, // 45: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	46, // 46: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	43, // 47: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
+	48, // 48: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	50, // 49: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	56, // 50: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	58, // 51: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	60, // 52: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	1,  // 53: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	3,  // 54: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	18, // 55: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	18, // 56: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	7,  // 57: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	10, // 58: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	12, // 59: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	14, // 60: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	16, // 61: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
+	18, // 62: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	21, // 63: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	21, // 64: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	23, // 65: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	28, // 66: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	33, // 67: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	36, // 68: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	26, // 69: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	26, // 70: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	26, // 71: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	39, // 72: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	41, // 73: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	47, // 74: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	44, // 75: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	49, // 76: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	52, // 77: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	57, // 78: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	59, // 79: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	47, // 80: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	53, // [53:81] is the sub-list for method output_type
+	25, // [25:53] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -3829,11 +4032,11 @@ func file_machine_proto_init() {
 	if File_machine_proto != nil {
 		return
 	}
-	file_machine_proto_msgTypes[47].OneofWrappers = []any{
+	file_machine_proto_msgTypes[50].OneofWrappers = []any{
 		(*ImageImportRequest_Header)(nil),
 		(*ImageImportRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[49].OneofWrappers = []any{
+	file_machine_proto_msgTypes[52].OneofWrappers = []any{
 		(*ImageImportResponse_Progress)(nil),
 		(*ImageImportResponse_Result)(nil),
 	}
@@ -3843,7 +4046,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,7 @@ const (
 	Machine_Kubeconfig_FullMethodName      = "/cairn.machine.v1alpha1.Machine/Kubeconfig"
 	Machine_EtcdMembers_FullMethodName     = "/cairn.machine.v1alpha1.Machine/EtcdMembers"
 	Machine_EtcdSnapshot_FullMethodName    = "/cairn.machine.v1alpha1.Machine/EtcdSnapshot"
+	Machine_Certificates_FullMethodName    = "/cairn.machine.v1alpha1.Machine/Certificates"
 	Machine_CreateJoinToken_FullMethodName = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
 	Machine_ImageImport_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageImport"
 	Machine_ImageList_FullMethodName       = "/cairn.machine.v1alpha1.Machine/ImageList"
@@ -86,6 +87,9 @@ type MachineClient interface {
 	Kubeconfig(ctx context.Context, in *KubeconfigRequest, opts ...grpc.CallOption) (*KubeconfigResponse, error)
 	EtcdMembers(ctx context.Context, in *EtcdMembersRequest, opts ...grpc.CallOption) (*EtcdMembersResponse, error)
 	EtcdSnapshot(ctx context.Context, in *EtcdSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error)
+	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
+	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
+	Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error)
 	// Join tokens, on a control-plane node.
 	CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error)
 	// Container images in containerd's k8s.io namespace, the one the kubelet (CRI) uses. ImageImport takes
@@ -388,6 +392,16 @@ func (c *machineClient) EtcdSnapshot(ctx context.Context, in *EtcdSnapshotReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Machine_EtcdSnapshotClient = grpc.ServerStreamingClient[DataChunk]
 
+func (c *machineClient) Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CertificatesResponse)
+	err := c.cc.Invoke(ctx, Machine_Certificates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateJoinTokenResponse)
@@ -483,6 +497,9 @@ type MachineServer interface {
 	Kubeconfig(context.Context, *KubeconfigRequest) (*KubeconfigResponse, error)
 	EtcdMembers(context.Context, *EtcdMembersRequest) (*EtcdMembersResponse, error)
 	EtcdSnapshot(*EtcdSnapshotRequest, grpc.ServerStreamingServer[DataChunk]) error
+	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
+	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
+	Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error)
 	// Join tokens, on a control-plane node.
 	CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error)
 	// Container images in containerd's k8s.io namespace, the one the kubelet (CRI) uses. ImageImport takes
@@ -576,6 +593,9 @@ func (UnimplementedMachineServer) EtcdMembers(context.Context, *EtcdMembersReque
 }
 func (UnimplementedMachineServer) EtcdSnapshot(*EtcdSnapshotRequest, grpc.ServerStreamingServer[DataChunk]) error {
 	return status.Error(codes.Unimplemented, "method EtcdSnapshot not implemented")
+}
+func (UnimplementedMachineServer) Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Certificates not implemented")
 }
 func (UnimplementedMachineServer) CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateJoinToken not implemented")
@@ -967,6 +987,24 @@ func _Machine_EtcdSnapshot_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Machine_EtcdSnapshotServer = grpc.ServerStreamingServer[DataChunk]
 
+func _Machine_Certificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CertificatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).Certificates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_Certificates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).Certificates(ctx, req.(*CertificatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_CreateJoinToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateJoinTokenRequest)
 	if err := dec(in); err != nil {
@@ -1109,6 +1147,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EtcdMembers",
 			Handler:    _Machine_EtcdMembers_Handler,
+		},
+		{
+			MethodName: "Certificates",
+			Handler:    _Machine_Certificates_Handler,
 		},
 		{
 			MethodName: "CreateJoinToken",

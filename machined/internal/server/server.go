@@ -41,10 +41,11 @@ type Server struct {
 	Supervise  ServiceControl
 	Storage    Storage
 	Kube       Kubernetes
-	LogSource  LogSource // service, machined and pod logs (nil: Unimplemented)
-	KernelLog  KernelLog // the kernel's ring buffer (nil: Unimplemented)
-	EtcdOps    EtcdOps   // etcd membership and snapshots on control planes (nil: Unimplemented)
-	Images     Images    // container images in containerd's k8s.io namespace (nil: Unimplemented)
+	LogSource  LogSource    // service, machined and pod logs (nil: Unimplemented)
+	KernelLog  KernelLog    // the kernel's ring buffer (nil: Unimplemented)
+	EtcdOps    EtcdOps      // etcd membership and snapshots on control planes (nil: Unimplemented)
+	Images     Images       // container images in containerd's k8s.io namespace (nil: Unimplemented)
+	Certs      Certificates // the node's Kubernetes certificates (nil: Unimplemented)
 	JoinTokens JoinTokens
 	Usage      volumes.Usage
 	Build      Build

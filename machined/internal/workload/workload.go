@@ -110,6 +110,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	}
 	runtime := []sequence.Task{t("payload", w.mountPayload), t("containerd", w.startContainerd), t("images", w.registerImages)}
 	pki := sequence.Task{Name: "kubernetes-pki", Once: true, Run: w.writePKI}
+	renew := t("certificates", w.renewCertificates)
 	nodeReady := wait("node-ready", w.waitNodeReady)
 	ready := []sequence.Task{wait("pod-network", w.podNetwork), nodeReady}
 	// A control plane's API server builds its OpenAPI cache while the node waits for its pod network.
@@ -125,7 +126,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	case seq == fsm.SeqJoin:
 		// A joining control plane's etcd member starts first, as a learner of the existing cluster, and
 		// must vote before the local API server, which talks to it alone, can start.
-		return slices.Concat(prepare, []sequence.Task{pki}, runtime, []sequence.Task{
+		return slices.Concat(prepare, []sequence.Task{pki, renew}, runtime, []sequence.Task{
 			t("etcd-manifest", w.writeEtcd),
 			t("kubelet", w.startKubelet),
 			wait("etcd-promote", w.promoteEtcd),
@@ -135,7 +136,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("addons", w.applyAddons),
 		}, cpReady, []sequence.Task{serve, names})
 	default:
-		return slices.Concat(prepare, []sequence.Task{pki}, runtime, []sequence.Task{
+		return slices.Concat(prepare, []sequence.Task{pki, renew}, runtime, []sequence.Task{
 			t("control-plane-manifests", w.writeControlPlane),
 			{Name: "etcd-restore", Once: true, Timeout: startTimeout, Run: w.restoreEtcd},
 			t("etcd-manifest", w.writeEtcd),

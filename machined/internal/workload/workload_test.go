@@ -24,6 +24,7 @@ func TestHookOrder(t *testing.T) {
 	}{
 		{"first control plane", config.TypeControlPlane, fsm.SeqInit,
 			[]rule{{"etcd-restore", "etcd-manifest"}, {"etcd-manifest", "kubelet"}, {"kubernetes-pki", "kubelet"},
+				{"kubernetes-pki", "certificates"}, {"certificates", "kubelet"},
 				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"}},
 			[]string{"etcd-promote", "worker-files"}},
 		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
@@ -32,11 +33,13 @@ func TestHookOrder(t *testing.T) {
 			[]rule{{"etcd-manifest", "kubelet"}, {"kubelet", "etcd-promote"}, {"etcd-promote", "etcd-healthy"},
 				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"}},
 			[]string{"etcd-restore", "bootstrap-objects", "worker-files"}},
+		// Certificates are renewed on every boot, before the static pods start with them.
 		{"control plane booting after a join", config.TypeControlPlane, fsm.SeqStart,
-			[]rule{{"etcd-manifest", "kubelet"}}, []string{"etcd-promote"}},
+			[]rule{{"etcd-manifest", "kubelet"}, {"certificates", "control-plane-manifests"}, {"certificates", "kubelet"}},
+			[]string{"etcd-promote"}},
 		{"worker", config.TypeWorker, fsm.SeqJoin,
 			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}},
-			[]string{"kubernetes-pki", "etcd-manifest", "etcd-promote", "control-plane-manifests", "join-service"}},
+			[]string{"kubernetes-pki", "certificates", "etcd-manifest", "etcd-promote", "control-plane-manifests", "join-service"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
