@@ -65,6 +65,8 @@ func TestControlPlane(t *testing.T) {
 		kubectl(t, kc, "create", "configmap", "keep-me", "--from-literal=answer=42")
 	})
 
+	var certsBefore map[string]time.Time
+	t.Run("certificates", func(t *testing.T) { certsBefore = checkCerts(t, mtls()) })
 	t.Run("workloads", func(t *testing.T) { checkWorkloads(t, c, kc) })
 	t.Run("logs and dmesg", func(t *testing.T) { checkLogs(t, mtls()) })
 	t.Run("service stop and start", func(t *testing.T) {
@@ -91,6 +93,12 @@ func TestControlPlane(t *testing.T) {
 		mustCtl(t, 10*time.Minute, append(mtls(), "health")...)
 		waitNodeReady(t, kc, n.Name)
 		waitConfigMap(t, kc, "keep-me", "42")
+		// A year's certificates are not re-issued by a reboot a few minutes into their life.
+		for name, from := range checkCerts(t, mtls()) {
+			if was, ok := certsBefore[name]; ok && !was.Equal(from) {
+				t.Errorf("%s was re-issued by the reboot (valid from %s, before %s)", name, from, was)
+			}
+		}
 	})
 
 	snapshot := filepath.Join(t.TempDir(), "etcd.snapshot")

@@ -85,9 +85,13 @@ func ParseKubeconfig(name string, data []byte) (Cert, error) {
 		c.Name = name + " → " + u.ClientCertificate
 		return c, err
 	default:
-		return Cert{}, fmt.Errorf("%s: no client certificate (token or exec credentials are not the node's to renew)", name)
+		return Cert{}, fmt.Errorf("%s: %w", name, ErrNoCertificate)
 	}
 }
+
+// ErrNoCertificate is a kubeconfig that authenticates otherwise (a worker's bootstrap token): Read leaves
+// it out, since there is nothing in it to expire or renew.
+var ErrNoCertificate = errors.New("no client certificate")
 
 // Read finds every certificate under dir (a node's /etc/kubernetes): pki/**/*.crt and the client
 // certificates of *.conf, sorted by name. A node without the directory yet has none. A file that does
@@ -118,6 +122,9 @@ func Read(dir string) ([]Cert, error) {
 			parse = ParseKubeconfig
 		}
 		c, err := parse(rel, data)
+		if errors.Is(err, ErrNoCertificate) {
+			return nil
+		}
 		if err != nil {
 			errs = append(errs, err)
 			return nil

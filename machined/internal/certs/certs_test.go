@@ -71,6 +71,7 @@ func TestRead(t *testing.T) {
 	write(t, filepath.Join(dir, "k8s", "kubelet.conf"), kubeconfig("client-certificate: "+kubeletPEM))
 	write(t, kubeletPEM, append(append([]byte{}, kubelet.Key...), kubelet.Cert...)) // key first, as the kubelet writes it
 	write(t, filepath.Join(dir, "k8s", "manifests", "etcd.yaml"), []byte("not a certificate"))
+	write(t, filepath.Join(dir, "k8s", "bootstrap-kubelet.conf"), kubeconfig("token: abcdef.0123456789abcdef"))
 
 	got, err := Read(filepath.Join(dir, "k8s"))
 	if err != nil {
