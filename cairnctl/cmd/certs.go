@@ -27,12 +27,14 @@ func newCertsCheck(g *globals) *cobra.Command {
 		Long: `check lists the certificates under the node's /etc/kubernetes: the PKI directory's and the client
 certificates inside its kubeconfigs, with when each expires and when the node renews it.
 
-A control plane renews its leaf certificates and kubeconfigs when it boots and less than a third of
-their life (one year) is left. The CAs come from the cluster's config and are never renewed by a node.
-A worker's kubelet renews its own client certificate.
+A control plane renews its leaf certificates and kubeconfigs once less than a third of their life (one
+year) is left: when it boots, and while it runs at a check every 12 hours, after which it restarts etcd,
+the API server, the controller manager and the scheduler one at a time onto the new ones. The CAs come
+from the cluster's config and are never renewed by a node. A worker's kubelet renews its own client
+certificate.
 
-check fails (exit status 1) when a certificate has expired, is past its renewal date (reboot the node to
-renew it) or could not be read.`,
+check fails (exit status 1) when a certificate has expired, is past its renewal date (a renewal failed:
+'cairnctl logs machined' says why) or could not be read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			now := time.Now()
@@ -80,7 +82,7 @@ renew it) or could not be read.`,
 }
 
 // certVerdict is a certificate's STATUS: ok, CA, "renewal due" (past its renewal date: the node has not
-// booted since) or "expired".
+// renewed it yet) or "expired".
 func certVerdict(c *machine.Certificate, now time.Time) string {
 	switch {
 	case !now.Before(c.NotAfter.AsTime()):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
@@ -128,6 +129,46 @@ func (n *Node) run(ctx context.Context, release func(), seq fsm.Sequence, cfg *c
 		err = n.fsm.Transition(fsm.Running)
 	}
 	n.endSequence(seq, err)
+	if err == nil {
+		n.startRunning(cfg)
+	}
+}
+
+// runningStopWait bounds how long a power sequence waits for the Running hook to return.
+const runningStopWait = 10 * time.Second
+
+// startRunning starts the Running hook's work, owned by the node until a power sequence stops it.
+func (n *Node) startRunning(cfg *config.MachineConfig) {
+	if n.o.Hooks.Running == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(n.life)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.o.Hooks.Running(ctx, cfg)
+	}()
+	n.mu.Lock()
+	n.stopRunning = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(runningStopWait):
+			n.o.Log.Warn("the Running hook did not stop in time", "waited", runningStopWait)
+		}
+	}
+	n.mu.Unlock()
+}
+
+// stopRunningWork ends the Running hook's work, if any, before a power sequence stops the services.
+func (n *Node) stopRunningWork() {
+	n.mu.Lock()
+	stop := n.stopRunning
+	n.stopRunning = nil
+	n.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // tasks lists a locked node's sequence. The identity comes first: the API switches to mutual TLS right

@@ -25,6 +25,10 @@ type Hooks struct {
 	Leave func() []sequence.Task
 	// Wipe erases the named volumes after they are unmounted (reset).
 	Wipe func(c *config.MachineConfig, volumes []string) []sequence.Task
+	// Running is the work a node does while it is Running (certificate renewal, discovery names). It
+	// starts each time the node enters Running; ctx ends when a reboot, shutdown or reset begins or
+	// machined stops, and Running must then return.
+	Running func(ctx context.Context, c *config.MachineConfig)
 }
 
 func (h Hooks) storage(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {

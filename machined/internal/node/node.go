@@ -79,6 +79,8 @@ type Node struct {
 	hostname  string
 	finished  chan struct{} // closed when a shutdown completes
 	finishErr error
+	// stopRunning ends the Running hook's work and waits for it (nil when none runs).
+	stopRunning func()
 }
 
 // New makes a node in Boot. Start runs its boot sequence.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
 	"github.com/cairn-os/cairn/machined/internal/paths"
+	"github.com/cairn-os/cairn/machined/internal/sequence"
 	"github.com/cairn-os/cairn/machined/internal/testcluster"
 )
 
@@ -418,4 +420,52 @@ func join(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// TestRunningHookStopsWithThePowerSequence checks that the Running work starts with each entry into
+// Running and has ended before a reboot or shutdown stops the services under it.
+func TestRunningHookStopsWithThePowerSequence(t *testing.T) {
+	c := testcluster.New(t)
+	var starts, running atomic.Int32
+	h := start(t, t.TempDir(), func(o *Options) {
+		o.Hooks.Running = func(ctx context.Context, _ *config.MachineConfig) {
+			starts.Add(1)
+			running.Add(1)
+			defer running.Add(-1)
+			<-ctx.Done()
+		}
+		o.Hooks.Stop = func(fsm.Sequence) []sequence.Task {
+			return []sequence.Task{{Name: "stop-services", Run: func(context.Context) error {
+				if n := running.Load(); n != 0 {
+					return fmt.Errorf("%d Running hooks still run while the services stop", n)
+				}
+				return nil
+			}}}
+		}
+	})
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if st := h.Status(); st.LastError != "" {
+		t.Fatalf("reboot failed: %s", st.LastError)
+	}
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Finished():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("shutdown did not finish: %s", h.Status().LastError)
+	}
+	if got := starts.Load(); got != 2 {
+		t.Errorf("Running hook started %d times, want 2 (after Init, after the reboot)", got)
+	}
+	if got := running.Load(); got != 0 {
+		t.Errorf("%d Running hooks still run after shutdown", got)
+	}
 }

@@ -70,6 +70,7 @@ func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, bef
 	}
 	n.stopJoinClient()
 	go func() {
+		n.stopRunningWork()
 		tasks := append(append(before, n.o.Hooks.stop(seq)...), after...)
 		err := n.runner(false).Run(runCtx, string(seq), tasks)
 		release()

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -64,6 +63,7 @@ func (w *Workload) Members(ctx context.Context) []*machine.Member {
 
 // discoveryNames keeps /etc/hosts names for the API endpoint (api.internal.<cluster>) and each
 // control-plane member current from the cluster's membership: protokube's DNS job, with no DNS provider.
+// This task publishes them at boot; WhileRunning refreshes them.
 func (w *Workload) discoveryNames(ctx context.Context) error {
 	if w.Hosts == nil {
 		return nil
@@ -75,23 +75,7 @@ func (w *Workload) discoveryNames(ctx context.Context) error {
 		}
 	}
 	w.publishNames(members)
-	w.mu.Lock()
-	start := !w.refreshing
-	w.refreshing = true
-	w.mu.Unlock()
-	if start {
-		go func() {
-			for {
-				time.Sleep(30 * time.Second)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				if m := w.Members(ctx); len(m) > 0 {
-					w.publishNames(m)
-				}
-				cancel()
-			}
-		}()
-	}
-	return nil
+	return nil // WhileRunning keeps them current from here on
 }
 
 func (w *Workload) publishNames(members []*machine.Member) {

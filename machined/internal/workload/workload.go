@@ -84,8 +84,6 @@ type Workload struct {
 	// payloadMounted: the payload was checked and mounted this boot.
 	payloadMounted bool
 	cfg            *config.MachineConfig
-	// refreshing: the discovery names' refresher runs.
-	refreshing bool
 }
 
 // Timeouts under emulation: the API server takes minutes to start on an emulated CPU.
