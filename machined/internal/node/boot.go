@@ -188,6 +188,9 @@ func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []s
 			sequence.Task{Name: "machine-certificate", Once: true, Run: func(context.Context) error { return n.storeTicketCertificate(t) }},
 		)
 	}
+	if seq == fsm.SeqStart {
+		tasks = append(tasks, sequence.Task{Name: "machine-certificate-renewal", Run: n.renewCertificate})
+	}
 	tasks = append(tasks, sequence.Task{Name: "api-mutual-tls", Run: n.useMutualTLS})
 	tasks = append(tasks, n.o.Hooks.storage(cfg, seq, &n.stateDir)...)
 	// STATE moves from RAM to its disk once mounted (a no-op when it was found there at boot).

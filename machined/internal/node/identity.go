@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/pki"
 	"github.com/cairn-os/cairn/machined/internal/atomicfile"
+	"github.com/cairn-os/cairn/machined/internal/certs"
 )
 
 // Files of the node's machine-API identity, under STATE/pki.
@@ -101,6 +102,29 @@ func (n *Node) issueCertificate(context.Context) error {
 		return err
 	}
 	return n.writeCertificate(pki.EncodeCert(der), []byte(m.Cluster.MachineCA))
+}
+
+// renewCertificate re-issues a control plane's machine-API certificate at boot once less than a third
+// of its life is left, like its Kubernetes certificates: it holds the machine CA's key. A worker's came
+// with its join ticket and has no key to renew it with; it is left as it is.
+func (n *Node) renewCertificate(ctx context.Context) error {
+	m := n.Machine()
+	if m == nil || m.Cluster.Secrets == nil || m.Cluster.Secrets.MachineCA.Key == "" {
+		return nil
+	}
+	n.mu.Lock()
+	path := filepath.Join(n.stateDir, "pki", identityCert)
+	n.mu.Unlock()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read the machine-API certificate: %w", err)
+	}
+	c, err := certs.Parse(path, data)
+	if err == nil && !c.Due(n.o.Now()) {
+		return nil
+	}
+	n.o.Log.Info("renewing the machine-API certificate", "expires", c.NotAfter, "unreadable", err)
+	return n.issueCertificate(ctx)
 }
 
 func (n *Node) certRequest(host string, extra []string) pki.Request {

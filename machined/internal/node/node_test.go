@@ -469,3 +469,50 @@ func TestRunningHookStopsWithThePowerSequence(t *testing.T) {
 		t.Errorf("%d Running hooks still run after shutdown", got)
 	}
 }
+
+// TestRebootRenewsTheMachineCertificate checks that a control plane booting with less than a third of
+// its machine-API certificate's life left comes up with a new one, and one booting earlier keeps it.
+func TestRebootRenewsTheMachineCertificate(t *testing.T) {
+	c := testcluster.New(t)
+	var now atomic.Pointer[time.Time]
+	set := func(t time.Time) { now.Store(&t) }
+	set(time.Now())
+	root := t.TempDir()
+	h := start(t, root, func(o *Options) { o.Now = func() time.Time { return *now.Load() } })
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	certPath := filepath.Join(h.o.Paths.State(), "pki", identityCert)
+	notAfter := func() time.Time {
+		data, err := os.ReadFile(certPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := pki.ParseCert(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert.NotAfter
+	}
+	first := notAfter()
+
+	for _, step := range []struct {
+		after   time.Duration
+		renewed bool
+	}{{30 * 24 * time.Hour, false}, {270 * 24 * time.Hour, true}} {
+		set(first.Add(-pki.LeafValidity + step.after))
+		before := notAfter()
+		if err := h.Reboot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, h.Node, fsm.Running)
+		if st := h.Status(); st.LastError != "" {
+			t.Fatalf("reboot %s after issue: %s", step.after, st.LastError)
+		}
+		if got := notAfter(); got.Equal(before) == step.renewed {
+			t.Errorf("reboot %s after issue: certificate expiry %s → %s, renewed = %t, want %t",
+				step.after, before, got, !got.Equal(before), step.renewed)
+		}
+	}
+}
