@@ -110,7 +110,19 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 			}
 			return joinSvc.Start(o.joinListen, cert)
 		}}
-	tokens := joinsvc.NewTokens(func() string { return filepath.Join(n.StateDir(), joinsvc.TokensFile) }, time.Now)
+	// Join tokens live in the cluster, so every control plane honours every token; a sandbox node without
+	// a payload runs no Kubernetes and keeps its own on STATE.
+	var tokenStore joinsvc.Store = joinsvc.ClusterStore{API: func() (joinsvc.SecretAPI, error) {
+		c, err := wl.KubeAPI()
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}}
+	if plat.sandbox && plat.payload.Dir == "" {
+		tokenStore = joinsvc.FileStore(func() string { return filepath.Join(n.StateDir(), joinsvc.TokensFile) })
+	}
+	tokens := joinsvc.NewTokens(tokenStore, time.Now)
 	joinSvc.Issuer = &joinsvc.Issuer{Tokens: tokens, Config: func() *config.MachineConfig { return n.Machine() }, Members: wl.Members, Etcd: wl, Now: time.Now}
 	n = node.New(node.Options{
 		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,

@@ -48,6 +48,8 @@ const (
 	Machine_EtcdSnapshot_FullMethodName    = "/cairn.machine.v1alpha1.Machine/EtcdSnapshot"
 	Machine_Certificates_FullMethodName    = "/cairn.machine.v1alpha1.Machine/Certificates"
 	Machine_CreateJoinToken_FullMethodName = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
+	Machine_ListJoinTokens_FullMethodName  = "/cairn.machine.v1alpha1.Machine/ListJoinTokens"
+	Machine_RevokeJoinToken_FullMethodName = "/cairn.machine.v1alpha1.Machine/RevokeJoinToken"
 	Machine_ImageImport_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageImport"
 	Machine_ImageList_FullMethodName       = "/cairn.machine.v1alpha1.Machine/ImageList"
 	Machine_ImageRemove_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageRemove"
@@ -90,8 +92,11 @@ type MachineClient interface {
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error)
-	// Join tokens, on a control-plane node.
+	// Join tokens, on a control-plane node. They are kept in the cluster (a Secret in kube-system holding
+	// their hashes), so every control plane honours, lists and revokes every token.
 	CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error)
+	ListJoinTokens(ctx context.Context, in *ListJoinTokensRequest, opts ...grpc.CallOption) (*ListJoinTokensResponse, error)
+	RevokeJoinToken(ctx context.Context, in *RevokeJoinTokenRequest, opts ...grpc.CallOption) (*RevokeJoinTokenResponse, error)
 	// Container images in containerd's k8s.io namespace, the one the kubelet (CRI) uses. ImageImport takes
 	// an image archive (an OCI image layout or a `docker save` archive, as tar, optionally gzip-compressed)
 	// for sites without a registry. It is bidirectional so the node can report progress while it receives,
@@ -412,6 +417,26 @@ func (c *machineClient) CreateJoinToken(ctx context.Context, in *CreateJoinToken
 	return out, nil
 }
 
+func (c *machineClient) ListJoinTokens(ctx context.Context, in *ListJoinTokensRequest, opts ...grpc.CallOption) (*ListJoinTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJoinTokensResponse)
+	err := c.cc.Invoke(ctx, Machine_ListJoinTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *machineClient) RevokeJoinToken(ctx context.Context, in *RevokeJoinTokenRequest, opts ...grpc.CallOption) (*RevokeJoinTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeJoinTokenResponse)
+	err := c.cc.Invoke(ctx, Machine_RevokeJoinToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) ImageImport(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ImageImportRequest, ImageImportResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[6], Machine_ImageImport_FullMethodName, cOpts...)
@@ -500,8 +525,11 @@ type MachineServer interface {
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error)
-	// Join tokens, on a control-plane node.
+	// Join tokens, on a control-plane node. They are kept in the cluster (a Secret in kube-system holding
+	// their hashes), so every control plane honours, lists and revokes every token.
 	CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error)
+	ListJoinTokens(context.Context, *ListJoinTokensRequest) (*ListJoinTokensResponse, error)
+	RevokeJoinToken(context.Context, *RevokeJoinTokenRequest) (*RevokeJoinTokenResponse, error)
 	// Container images in containerd's k8s.io namespace, the one the kubelet (CRI) uses. ImageImport takes
 	// an image archive (an OCI image layout or a `docker save` archive, as tar, optionally gzip-compressed)
 	// for sites without a registry. It is bidirectional so the node can report progress while it receives,
@@ -599,6 +627,12 @@ func (UnimplementedMachineServer) Certificates(context.Context, *CertificatesReq
 }
 func (UnimplementedMachineServer) CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateJoinToken not implemented")
+}
+func (UnimplementedMachineServer) ListJoinTokens(context.Context, *ListJoinTokensRequest) (*ListJoinTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJoinTokens not implemented")
+}
+func (UnimplementedMachineServer) RevokeJoinToken(context.Context, *RevokeJoinTokenRequest) (*RevokeJoinTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeJoinToken not implemented")
 }
 func (UnimplementedMachineServer) ImageImport(grpc.BidiStreamingServer[ImageImportRequest, ImageImportResponse]) error {
 	return status.Error(codes.Unimplemented, "method ImageImport not implemented")
@@ -1023,6 +1057,42 @@ func _Machine_CreateJoinToken_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_ListJoinTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJoinTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).ListJoinTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_ListJoinTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).ListJoinTokens(ctx, req.(*ListJoinTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Machine_RevokeJoinToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeJoinTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).RevokeJoinToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_RevokeJoinToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).RevokeJoinToken(ctx, req.(*RevokeJoinTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_ImageImport_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(MachineServer).ImageImport(&grpc.GenericServerStream[ImageImportRequest, ImageImportResponse]{ServerStream: stream})
 }
@@ -1155,6 +1225,14 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateJoinToken",
 			Handler:    _Machine_CreateJoinToken_Handler,
+		},
+		{
+			MethodName: "ListJoinTokens",
+			Handler:    _Machine_ListJoinTokens_Handler,
+		},
+		{
+			MethodName: "RevokeJoinToken",
+			Handler:    _Machine_RevokeJoinToken_Handler,
 		},
 		{
 			MethodName: "ImageList",

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +21,8 @@ func newJoinToken(g *globals) *cobra.Command {
 		Short: "Make a join token on a control-plane node (admin only)",
 		Long: `create asks a control-plane node for a join token. A node joins with it either by itself, booted with
   cairn.join=CONTROLPLANE:50001 cairn.jointoken=TOKEN cairn.joinca=CAHASH
-on its kernel command line, or through an operator's 'cairnctl join'. The token is shown once.`,
+on its kernel command line, or through an operator's 'cairnctl join'. The token is shown once. It is kept
+in the cluster: every control plane admits a node with it, until it expires, is used up or is revoked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ncs, closeAll, err := g.clients()
@@ -46,8 +48,61 @@ on its kernel command line, or through an operator's 'cairnctl join'. The token 
 	create.Flags().StringVar(&role, "role", "worker", "what the token admits: worker or controlplane")
 	create.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid")
 	create.Flags().Uint32Var(&uses, "uses", 1, "how many nodes may join with it")
-	jt.AddCommand(create)
+	jt.AddCommand(create, newJoinTokenList(g), newJoinTokenRevoke(g))
 	return jt
+}
+
+func newJoinTokenList(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the cluster's live join tokens, without their secrets (admin only)",
+		Long: `list shows the join tokens every control plane of the cluster honours: they are kept in the cluster,
+so any control plane lists them all. A token's secret is never kept, only its hash: list shows IDs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ncs, closeAll, err := g.clients()
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			r, err := ncs[0].ListJoinTokens(cmd.Context(), &machine.ListJoinTokensRequest{})
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return printJSON(g.stdout, r)
+			}
+			w := table(g.stdout)
+			fmt.Fprintln(w, "ID\tROLE\tEXPIRES\tUSES LEFT")
+			for _, t := range r.Tokens {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", t.Id, t.Role, t.Expires.AsTime().Local().Format(time.RFC3339), t.UsesLeft)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newJoinTokenRevoke(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a join token on every control plane at once (admin only)",
+		Long: `revoke deletes a join token, given by its ID (as 'join-token list' shows it) or as the whole token.
+No control plane admits a node with it afterwards; nodes that joined with it stay.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ncs, closeAll, err := g.clients()
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			if _, err := ncs[0].RevokeJoinToken(cmd.Context(), &machine.RevokeJoinTokenRequest{Id: args[0]}); err != nil {
+				return err
+			}
+			id, _, _ := strings.Cut(args[0], ".")
+			fmt.Fprintf(g.stdout, "revoked %s\n", id)
+			return nil
+		},
+	}
 }
 
 // caHash is the SHA-256 of the cluster's machine CA from the cairnconfig, what cairn.joinca= pins.

@@ -57,7 +57,7 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	if req.NodeName == "" {
 		return nil, &DeniedError{Reason: "the request names no node", invalid: true}
 	}
-	role, err := i.Tokens.Use(req.Token)
+	role, err := i.Tokens.Use(ctx, req.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	if err != nil {
 		// The token admitted nobody: give its use back, so a node that retries (etcd still busy with
 		// another learner) or asks again correctly does not find it spent.
-		if rerr := i.Tokens.Refund(req.Token); rerr != nil {
+		if rerr := i.Tokens.Refund(context.WithoutCancel(ctx), req.Token); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		return nil, err

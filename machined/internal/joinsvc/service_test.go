@@ -44,7 +44,7 @@ func serveJoinEtcd(t *testing.T, etcd EtcdMembership) (*testcluster.Cluster, *To
 	}
 	cert.Certificate = append(cert.Certificate, ca.Cert.Raw)
 	p := filepath.Join(t.TempDir(), TokensFile)
-	tokens := NewTokens(func() string { return p }, nil)
+	tokens := NewTokens(FileStore(func() string { return p }), nil)
 	svc := &Service{Bus: events.NewBus(nil, nil), Issuer: &Issuer{Tokens: tokens, Now: time.Now, Etcd: etcd,
 		Config:  func() *config.MachineConfig { return c.ControlPlane },
 		Members: func(context.Context) []*machine.Member { return []*machine.Member{{Name: "cp1", Address: "10.5.0.2"}} }}}
@@ -67,7 +67,7 @@ func TestTicketOverTheWire(t *testing.T) {
 	if _, err := (&Client{CAHash: pin}).RequestTicket(ctx, addr, req); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("unknown token: %v, want PermissionDenied", err)
 	}
-	tok, _, err := tokens.Create(RoleWorker, time.Minute, 1)
+	tok, _, err := tokens.Create(context.Background(), RoleWorker, time.Minute, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestControlPlaneTicket(t *testing.T) {
 		c, ts, addr, pin := serveJoinEtcd(t, etcd)
 		tokens = ts
 		var err error
-		tok, _, err = tokens.Create(RoleControlPlane, time.Minute, 1)
+		tok, _, err = tokens.Create(context.Background(), RoleControlPlane, time.Minute, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestControlPlaneTicket(t *testing.T) {
 		if len(etcd.learners) != 0 {
 			t.Errorf("learners %v added for a refused request", etcd.learners)
 		}
-		if _, err := tokens.Use(tok); err != nil {
+		if _, err := tokens.Use(context.Background(), tok); err != nil {
 			t.Errorf("the token after a malformed request: %v, want its use refunded", err)
 		}
 	})
@@ -183,10 +183,10 @@ func TestControlPlaneTicket(t *testing.T) {
 			t.Errorf("RequestTicket while etcd refuses = %v, want Unavailable with etcd's reason", err)
 		}
 		// The single-use token was given back: the node's retry can still use it, once.
-		if _, err := tokens.Use(tok); err != nil {
+		if _, err := tokens.Use(context.Background(), tok); err != nil {
 			t.Errorf("the token after a refusal by etcd: %v, want its use refunded", err)
 		}
-		if _, err := tokens.Use(tok); err == nil {
+		if _, err := tokens.Use(context.Background(), tok); err == nil {
 			t.Error("a refunded single-use token admitted twice")
 		}
 	})

@@ -1,6 +1,7 @@
 package joinsvc
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +31,8 @@ const (
 	MaxTTL     = 365 * 24 * time.Hour
 )
 
-// TokensFile holds the join tokens under STATE: a node that reboots keeps honouring the tokens it issued.
+// TokensFile holds the join tokens under STATE where the cluster has no Kubernetes to keep them in (a
+// sandbox node without a payload); see FileStore.
 const TokensFile = "join-tokens.json"
 
 // token is a stored join token. Only the secret's hash is kept: a leaked STATE copy lets nobody join.
@@ -41,25 +44,57 @@ type token struct {
 	UsesLeft   uint32    `json:"usesLeft"`
 }
 
-// Tokens is the node's store of join tokens. Use is a compare-and-swap under one lock: a single-use
-// token admits exactly one node however many ask at once.
-type Tokens struct {
-	mu   sync.Mutex
-	path func() string // STATE moves from RAM to disk; read the place at each use
-	now  func() time.Time
+// Store keeps the join tokens' records (JSON). Update reads them (nil when there are none), calls f and
+// writes what f returns, atomically with respect to every other Update of the same store: on every
+// control plane, for the cluster's store. f may be called more than once (a lost race is retried) and
+// writes nothing when it fails.
+type Store interface {
+	Update(ctx context.Context, f func(data []byte) ([]byte, error)) error
 }
 
-// NewTokens keeps tokens in the file path() names.
-func NewTokens(path func() string, now func() time.Time) *Tokens {
+// Tokens are the cluster's join tokens. Every change is a compare-and-swap of the whole set, so a
+// single-use token admits exactly one node however many ask at once, at however many control planes.
+type Tokens struct {
+	store Store
+	now   func() time.Time
+}
+
+// NewTokens keeps tokens in store.
+func NewTokens(store Store, now func() time.Time) *Tokens {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tokens{path: path, now: now}
+	return &Tokens{store: store, now: now}
+}
+
+// Info describes a token without its secret.
+type Info struct {
+	ID       string
+	Role     string
+	Expires  time.Time
+	UsesLeft uint32
+}
+
+// update runs f over the decoded live tokens and stores what it returns.
+func (t *Tokens) update(ctx context.Context, f func([]token) ([]token, error)) error {
+	return t.store.Update(ctx, func(data []byte) ([]byte, error) {
+		var all []token
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &all); err != nil {
+				return nil, fmt.Errorf("the join tokens' records are corrupt: %w", err)
+			}
+		}
+		out, err := f(t.live(all))
+		if err != nil {
+			return nil, err
+		}
+		return json.MarshalIndent(out, "", "  ")
+	})
 }
 
 // Create makes a token for role, valid for ttl (0: DefaultTTL), usable uses times (0: once). It returns
 // ID.SECRET, the only time the secret exists outside the caller.
-func (t *Tokens) Create(role string, ttl time.Duration, uses uint32) (string, time.Time, error) {
+func (t *Tokens) Create(ctx context.Context, role string, ttl time.Duration, uses uint32) (string, time.Time, error) {
 	if role != RoleWorker && role != RoleControlPlane {
 		return "", time.Time{}, &DeniedError{Reason: fmt.Sprintf("role %q: want %s or %s", role, RoleWorker, RoleControlPlane), invalid: true}
 	}
@@ -74,14 +109,10 @@ func (t *Tokens) Create(role string, ttl time.Duration, uses uint32) (string, ti
 	}
 	id, secret := randomString(6), randomString(16)
 	exp := t.now().Add(ttl).UTC().Truncate(time.Second)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	all, err := t.load()
+	err := t.update(ctx, func(all []token) ([]token, error) {
+		return append(all, token{ID: id, SecretHash: hash(secret), Role: role, Expires: exp, UsesLeft: uses}), nil
+	})
 	if err != nil {
-		return "", time.Time{}, err
-	}
-	all = append(t.live(all), token{ID: id, SecretHash: hash(secret), Role: role, Expires: exp, UsesLeft: uses})
-	if err := t.save(all); err != nil {
 		return "", time.Time{}, err
 	}
 	return id + "." + secret, exp, nil
@@ -100,56 +131,72 @@ func (e *DeniedError) Error() string { return "join token refused: " + e.Reason 
 func (e *DeniedError) Invalid() bool { return e.invalid }
 
 // Use checks a token and spends one use of it, returning the role it admits.
-func (t *Tokens) Use(raw string) (string, error) {
+func (t *Tokens) Use(ctx context.Context, raw string) (string, error) {
 	id, secret, ok := strings.Cut(raw, ".")
 	if !ok || id == "" || secret == "" {
 		return "", &DeniedError{Reason: "malformed (want ID.SECRET)"}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	all, err := t.load()
-	if err != nil {
-		return "", err
-	}
-	for i, tk := range all {
-		if tk.ID != id {
-			continue
+	var role string
+	err := t.update(ctx, func(all []token) ([]token, error) {
+		for i, tk := range all {
+			if tk.ID != id {
+				continue
+			}
+			if subtle.ConstantTimeCompare([]byte(tk.SecretHash), []byte(hash(secret))) != 1 {
+				return nil, &DeniedError{Reason: "wrong secret"}
+			}
+			if tk.UsesLeft == 0 {
+				return nil, &DeniedError{Reason: "used up"}
+			}
+			all[i].UsesLeft--
+			role = tk.Role
+			return all, nil
 		}
-		if subtle.ConstantTimeCompare([]byte(tk.SecretHash), []byte(hash(secret))) != 1 {
-			return "", &DeniedError{Reason: "wrong secret"}
-		}
-		if !t.now().Before(tk.Expires) {
-			return "", &DeniedError{Reason: "expired at " + tk.Expires.Format(time.RFC3339)}
-		}
-		if tk.UsesLeft == 0 {
-			return "", &DeniedError{Reason: "used up"}
-		}
-		all[i].UsesLeft--
-		if err := t.save(t.live(all)); err != nil {
-			return "", err
-		}
-		return tk.Role, nil
-	}
-	return "", &DeniedError{Reason: "unknown token (made by another cluster, or never)"}
+		return nil, &DeniedError{Reason: "unknown token (expired, revoked, made by another cluster, or never)"}
+	})
+	return role, err
 }
 
 // Refund gives back the use Use spent, for a request refused after its token was checked (etcd not ready
 // for another member, a malformed request): a token that admitted nobody is not spent.
-func (t *Tokens) Refund(raw string) error {
+func (t *Tokens) Refund(ctx context.Context, raw string) error {
 	id, _, _ := strings.Cut(raw, ".")
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	all, err := t.load()
-	if err != nil {
-		return err
-	}
-	for i := range all {
-		if all[i].ID == id {
-			all[i].UsesLeft++
-			return t.save(t.live(all))
+	return t.update(ctx, func(all []token) ([]token, error) {
+		for i := range all {
+			if all[i].ID == id {
+				all[i].UsesLeft++
+			}
 		}
-	}
-	return nil // expired meanwhile: nothing to give back
+		return all, nil // expired meanwhile: nothing to give back
+	})
+}
+
+// List describes the live tokens, soonest to expire first.
+func (t *Tokens) List(ctx context.Context) ([]Info, error) {
+	var out []Info
+	err := t.update(ctx, func(all []token) ([]token, error) {
+		out = out[:0]
+		for _, tk := range all {
+			out = append(out, Info{ID: tk.ID, Role: tk.Role, Expires: tk.Expires, UsesLeft: tk.UsesLeft})
+		}
+		return all, nil
+	})
+	slices.SortFunc(out, func(a, b Info) int { return a.Expires.Compare(b.Expires) })
+	return out, err
+}
+
+// Revoke deletes a token (given as ID or ID.SECRET) on every control plane at once. An unknown ID is an
+// error: a typo must not look like a revoked token.
+func (t *Tokens) Revoke(ctx context.Context, raw string) error {
+	id, _, _ := strings.Cut(raw, ".")
+	return t.update(ctx, func(all []token) ([]token, error) {
+		for i := range all {
+			if all[i].ID == id {
+				return slices.Delete(all, i, i+1), nil
+			}
+		}
+		return nil, &DeniedError{Reason: fmt.Sprintf("no live token %q (expired, revoked already, or never made)", id), invalid: true}
+	})
 }
 
 // live drops tokens that have expired. A used-up token stays until then, so a use can be refunded.
@@ -163,30 +210,30 @@ func (t *Tokens) live(all []token) []token {
 	return out
 }
 
-func (t *Tokens) load() ([]token, error) {
-	data, err := os.ReadFile(t.path())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read join tokens: %w", err)
-	}
-	var all []token
-	if err := json.Unmarshal(data, &all); err != nil {
-		return nil, fmt.Errorf("join tokens %s are corrupt: %w", t.path(), err)
-	}
-	return all, nil
+// FileStore keeps the tokens in the file path() names (read at each use: STATE moves from RAM to its
+// disk). It serves a node with no Kubernetes to keep them in; its tokens are honoured by that node alone.
+func FileStore(path func() string) Store { return &fileStore{path: path} }
+
+type fileStore struct {
+	mu   sync.Mutex
+	path func() string
 }
 
-func (t *Tokens) save(all []token) error {
-	data, err := json.MarshalIndent(all, "", "  ")
+func (s *fileStore) Update(_ context.Context, f func([]byte) ([]byte, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := os.ReadFile(s.path())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read join tokens: %w", err)
+	}
+	out, err := f(data)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(t.path()), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.path()), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(t.path(), data, 0o600)
+	return atomicfile.WriteFile(s.path(), out, 0o600)
 }
 
 func hash(s string) string {

@@ -1,6 +1,7 @@
 package joinsvc
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -11,13 +12,13 @@ import (
 
 func store(t *testing.T, now *time.Time) *Tokens {
 	p := filepath.Join(t.TempDir(), TokensFile)
-	return NewTokens(func() string { return p }, func() time.Time { return *now })
+	return NewTokens(FileStore(func() string { return p }), func() time.Time { return *now })
 }
 
 func TestTokenLifecycle(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	s := store(t, &now)
-	tok, exp, err := s.Create(RoleWorker, time.Hour, 2)
+	tok, exp, err := s.Create(context.Background(), RoleWorker, time.Hour, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestTokenLifecycle(t *testing.T) {
 	}
 	for _, tc := range tests {
 		now = now.Add(tc.advance)
-		role, err := s.Use(tc.token)
+		role, err := s.Use(context.Background(), tc.token)
 		if tc.want == "" {
 			if err != nil || role != RoleWorker {
 				t.Errorf("%s: Use = %q, %v", tc.name, role, err)
@@ -57,9 +58,9 @@ func TestTokenLifecycle(t *testing.T) {
 func TestTokenExpires(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	s := store(t, &now)
-	tok, _, _ := s.Create(RoleControlPlane, time.Minute, 5)
+	tok, _, _ := s.Create(context.Background(), RoleControlPlane, time.Minute, 5)
 	now = now.Add(61 * time.Second)
-	if _, err := s.Use(tok); err == nil {
+	if _, err := s.Use(context.Background(), tok); err == nil {
 		t.Fatal("an expired token was accepted")
 	}
 }
@@ -72,7 +73,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		ttl  time.Duration
 	}{{"admin", 0}, {RoleWorker, -time.Second}, {RoleWorker, 2 * MaxTTL}} {
 		var de *DeniedError
-		if _, _, err := s.Create(tc.role, tc.ttl, 1); !errors.As(err, &de) || !de.Invalid() {
+		if _, _, err := s.Create(context.Background(), tc.role, tc.ttl, 1); !errors.As(err, &de) || !de.Invalid() {
 			t.Errorf("Create(%q, %s) = %v, want an invalid request", tc.role, tc.ttl, err)
 		}
 	}
@@ -83,7 +84,7 @@ func TestSingleUseTokenHasOneWinner(t *testing.T) {
 	now := time.Now()
 	s := store(t, &now)
 	for round := 0; round < 50; round++ {
-		tok, _, err := s.Create(RoleWorker, time.Hour, 1)
+		tok, _, err := s.Create(context.Background(), RoleWorker, time.Hour, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +95,7 @@ func TestSingleUseTokenHasOneWinner(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := s.Use(tok); err == nil {
+				if _, err := s.Use(context.Background(), tok); err == nil {
 					mu.Lock()
 					wins++
 					mu.Unlock()

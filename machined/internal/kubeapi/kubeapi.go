@@ -92,6 +92,13 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &se) && se.Code == http.StatusNotFound
 }
 
+// IsConflict reports a 409: an update whose resourceVersion is no longer current, or a create of an
+// object that exists.
+func IsConflict(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusConflict
+}
+
 // IsInvalid reports a request the API server refused for what it says (400, 422): sending it again
 // cannot succeed.
 func IsInvalid(err error) bool {
@@ -118,6 +125,13 @@ func (c *Client) Create(ctx context.Context, path string, obj []byte) error {
 	if errors.As(err, &se) && se.Code == http.StatusConflict {
 		return nil
 	}
+	return err
+}
+
+// Put replaces an object. With metadata.resourceVersion set in obj it is a compare-and-swap: an object
+// changed since that version is not replaced, and the error is a conflict (IsConflict).
+func (c *Client) Put(ctx context.Context, path string, obj []byte) error {
+	_, err := c.do(ctx, http.MethodPut, path, obj)
 	return err
 }
 

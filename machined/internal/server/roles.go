@@ -51,6 +51,8 @@ var roles = map[string][]string{
 	machine.Machine_Kubeconfig_FullMethodName:      admins,
 	machine.Machine_EtcdSnapshot_FullMethodName:    admins,
 	machine.Machine_CreateJoinToken_FullMethodName: admins,
+	machine.Machine_ListJoinTokens_FullMethodName:  admins,
+	machine.Machine_RevokeJoinToken_FullMethodName: admins,
 	// A profile shows machined's internals and may hold fragments of what it handled.
 	machine.Machine_Profile_FullMethodName: admins,
 

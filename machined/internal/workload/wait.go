@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -17,6 +18,15 @@ import (
 func (w *Workload) admin() (*kubeapi.Client, error) {
 	r := w.Renderer()
 	return kubeapi.FromKubeconfig(r.Layout().KubernetesFile(kube.AdminConf), "https://127.0.0.1:6443")
+}
+
+// KubeAPI is a client for this control plane's own API server, as the cluster admin (the join tokens'
+// store).
+func (w *Workload) KubeAPI() (*kubeapi.Client, error) {
+	if w.Renderer() == nil || !w.controlPlane() {
+		return nil, errors.New("this node runs no Kubernetes API server (yet)")
+	}
+	return w.admin()
 }
 
 func (w *Workload) etcdClient() (*kubeapi.Client, error) {
