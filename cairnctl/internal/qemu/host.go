@@ -8,15 +8,21 @@ import (
 	"strings"
 )
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1. QEMU binds it a moment later; the race
-// with other programs is accepted (QEMU then fails to start with a clear error).
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts asks the kernel for n distinct free TCP ports on 127.0.0.1. Every listener stays open until
+// all n are chosen: closed one by one, the kernel may hand the same port out twice (a VM was once given
+// one host port for two guest ports, and QEMU refused to start). QEMU binds them a moment later; the
+// race with other programs is accepted (QEMU then fails to start with a clear error).
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // hostTSCKHz reads the host CPU's frequency from /proc/cpuinfo: under TCG the guest's TSC counts at the

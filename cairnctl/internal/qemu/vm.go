@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,15 +36,18 @@ func New(c Config) (*VM, error) {
 		return nil, err
 	}
 	v := &VM{cfg: c, ports: map[int]int{}, tscKHz: c.TSCKHz}
+	var guest []int
 	for _, g := range append([]int{APIPort, ProbePort}, c.Ports...) {
-		if _, dup := v.ports[g]; dup {
-			continue
+		if !slices.Contains(guest, g) {
+			guest = append(guest, g)
 		}
-		p, err := freePort()
-		if err != nil {
-			return nil, fmt.Errorf("qemu: free host port for guest port %d: %w", g, err)
-		}
-		v.ports[g] = p
+	}
+	host, err := freePorts(len(guest))
+	if err != nil {
+		return nil, fmt.Errorf("qemu: free host ports for guest ports %v: %w", guest, err)
+	}
+	for i, g := range guest {
+		v.ports[g] = host[i]
 	}
 	if v.tscKHz == 0 && c.Mode == ModeVmlinux && c.Machine == MachineMicrovm {
 		v.tscKHz = hostTSCKHz()
