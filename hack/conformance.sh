@@ -148,6 +148,10 @@ trap stop_cluster EXIT
 
 step "importing the test images on every node"
 "$ctl" "${cairn[@]}" image import "$out/images.tar"
+# Unpacking hundreds of MB is minutes of CPU on an emulated node: the suite starts once the nodes answer
+# their health checks again, and any control-plane container that restarted meanwhile is shown.
+"$ctl" "${cairn[@]}" health --wait 10m
+KUBECONFIG=$kubeconfig "$repo/_out/bundle/bin/kube" kubectl get pods -n kube-system -o wide
 
 # --- the suite ----------------------------------------------------------------------------------------
 step "running e2e.test: focus '$focus', skip '$skip', $parallel processes"
