@@ -25,12 +25,11 @@ on its kernel command line, or through an operator's 'cairnctl join'. The token 
 in the cluster: every control plane admits a node with it, until it expires, is used up or is revoked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ncs, closeAll, err := g.clients()
-			if err != nil {
+			var r *machine.CreateJoinTokenResponse
+			err := g.firstNode(func(nc nodeClient) (err error) {
+				r, err = nc.CreateJoinToken(cmd.Context(), &machine.CreateJoinTokenRequest{Role: role, TtlSeconds: uint32(ttl / time.Second), Uses: uses})
 				return err
-			}
-			defer closeAll()
-			r, err := ncs[0].CreateJoinToken(cmd.Context(), &machine.CreateJoinTokenRequest{Role: role, TtlSeconds: uint32(ttl / time.Second), Uses: uses})
+			})
 			if err != nil {
 				return err
 			}
@@ -60,12 +59,11 @@ func newJoinTokenList(g *globals) *cobra.Command {
 so any control plane lists them all. A token's secret is never kept, only its hash: list shows IDs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ncs, closeAll, err := g.clients()
-			if err != nil {
+			var r *machine.ListJoinTokensResponse
+			err := g.firstNode(func(nc nodeClient) (err error) {
+				r, err = nc.ListJoinTokens(cmd.Context(), &machine.ListJoinTokensRequest{})
 				return err
-			}
-			defer closeAll()
-			r, err := ncs[0].ListJoinTokens(cmd.Context(), &machine.ListJoinTokensRequest{})
+			})
 			if err != nil {
 				return err
 			}
@@ -90,12 +88,11 @@ func newJoinTokenRevoke(g *globals) *cobra.Command {
 No control plane admits a node with it afterwards; nodes that joined with it stay.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ncs, closeAll, err := g.clients()
-			if err != nil {
+			err := g.firstNode(func(nc nodeClient) error {
+				_, err := nc.RevokeJoinToken(cmd.Context(), &machine.RevokeJoinTokenRequest{Id: args[0]})
 				return err
-			}
-			defer closeAll()
-			if _, err := ncs[0].RevokeJoinToken(cmd.Context(), &machine.RevokeJoinTokenRequest{Id: args[0]}); err != nil {
+			})
+			if err != nil {
 				return err
 			}
 			id, _, _ := strings.Cut(args[0], ".")

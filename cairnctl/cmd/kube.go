@@ -19,12 +19,11 @@ func newKubeconfig(g *globals) *cobra.Command {
 		Short: "Write an admin kubeconfig for the cluster (admin only); to stdout without FILE",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ncs, closeAll, err := g.clients()
-			if err != nil {
+			var r *machine.KubeconfigResponse
+			err := g.firstNode(func(nc nodeClient) (err error) {
+				r, err = nc.Kubeconfig(cmd.Context(), &machine.KubeconfigRequest{})
 				return err
-			}
-			defer closeAll()
-			r, err := ncs[0].Kubeconfig(cmd.Context(), &machine.KubeconfigRequest{})
+			})
 			if err != nil {
 				return err
 			}

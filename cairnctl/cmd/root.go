@@ -151,6 +151,17 @@ type nodeClient struct {
 	machine.MachineClient
 }
 
+// firstNode runs f against the first selected node: for calls whose answer is the cluster's (join
+// tokens, a kubeconfig), not one per node.
+func (g *globals) firstNode(f func(nc nodeClient) error) error {
+	ncs, closeAll, err := g.clients()
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	return f(ncs[0])
+}
+
 // eachNode runs f for every selected node and reports every failure, naming the node.
 func (g *globals) eachNode(f func(nc nodeClient, prefix string) error) error {
 	ncs, closeAll, err := g.clients()
