@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/machined/internal/cgroups"
 	"github.com/cairn-os/cairn/machined/internal/containerd"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/kube"
@@ -292,6 +293,7 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 			// containerd finds its shim on PATH, and the shim runc.
 			Env:     []string{"PATH=" + w.Payload.Bin() + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"},
 			Starter: w.Starter,
+			Cgroup:  w.runtimeCgroup(),
 		},
 		Health: func(ctx context.Context) error {
 			c := w.containerdClient()
@@ -316,6 +318,21 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 	w.client = cli
 	w.mu.Unlock()
 	return nil
+}
+
+// runtimeCgroup makes containerd's cgroup (see package cgroups) and returns its directory; "" in sandbox
+// mode, where the cgroups are the host's, and when the kernel cannot give one: containerd then runs
+// in machined's cgroup, as before, and the node says so in its log.
+func (w *Workload) runtimeCgroup() string {
+	if w.Sandbox {
+		return ""
+	}
+	dir, err := cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}.Make(cgroups.Runtime())
+	if err != nil {
+		w.Log.Warn("containerd runs in machined's cgroup: the pods may lose CPU time to it", "err", err)
+		return ""
+	}
+	return dir
 }
 
 func (w *Workload) containerdClient() *client.Client {
