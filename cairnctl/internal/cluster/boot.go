@@ -44,7 +44,7 @@ type VMSpec struct {
 // returns it with the node's recorded state.
 func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
 	c := qemu.Config{
-		Name: s.Node.Name, Dir: s.Dir, Memory: s.Memory, CPUs: s.CPUs, Mode: s.Mode,
+		Name: s.Node.Name, Dir: s.Dir, Memory: s.Memory, CPUs: s.CPUs, Nice: Nice(s.Node.Role), Mode: s.Mode,
 		Cmdline: append([]string{"cairn.token=" + s.Token}, s.Cmdline...),
 		Ports:   []int{KubePort, JoinPort},
 		Disks:   s.Disks,

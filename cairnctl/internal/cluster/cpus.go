@@ -25,3 +25,20 @@ func DefaultCPUs(hostCPUs, controlPlanes, workers int) (controlPlane, worker int
 	}
 	return controlPlane, worker
 }
+
+// WorkerNice is the niceness of a worker's QEMU on the host. The control planes' vCPUs then come first
+// when the host's cores are short, and a worker runs in the time they leave. Without it a control plane
+// of 2 vCPUs and a worker of 1 on two cores shared them evenly while the worker started pods: each
+// control-plane vCPU got two thirds of a core, the other one spun waiting for it, and the API server
+// answered the controller-manager's lease renewals too late (it lost its lease and restarted, and
+// namespaces got no default ServiceAccount). At nice 5 a busy worker still gets a quarter of a core
+// against two busy control-plane vCPUs, and all of a core the control plane does not use.
+const WorkerNice = 5
+
+// Nice is the niceness of a node's QEMU: WorkerNice for workers, 0 for control planes.
+func Nice(role string) int {
+	if role == RoleWorker {
+		return WorkerNice
+	}
+	return 0
+}

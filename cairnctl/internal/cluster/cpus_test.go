@@ -19,3 +19,13 @@ func TestDefaultCPUs(t *testing.T) {
 		}
 	}
 }
+
+// Workers yield the host's cores to the control planes; control planes run at the default niceness.
+func TestNice(t *testing.T) {
+	if got := Nice(RoleWorker); got != WorkerNice || got <= 0 {
+		t.Errorf("Nice(worker) = %d, want WorkerNice (%d), above 0", got, WorkerNice)
+	}
+	if got := Nice(RoleControlPlane); got != 0 {
+		t.Errorf("Nice(control plane) = %d, want 0", got)
+	}
+}

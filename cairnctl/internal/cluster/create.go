@@ -184,8 +184,12 @@ func (o CreateOptions) disks(n Node, first bool) []qemu.Disk {
 
 // printStarted is the progress line of a node whose QEMU started.
 func printStarted(p *Progress, spec VMSpec, ns NodeState, vm *qemu.VM) {
-	p.Printf("%s: started QEMU (%s, %s mode, %d MiB, %d CPUs; machine API on %s, console %s)",
-		ns.Name, ns.Address, spec.Mode, spec.Memory, spec.CPUs, ns.APIEndpoint(), vm.ConsolePath())
+	nice := ""
+	if n := Nice(ns.Role); n != 0 {
+		nice = fmt.Sprintf(" at nice %d", n)
+	}
+	p.Printf("%s: started QEMU (%s, %s mode, %d MiB, %d CPUs%s; machine API on %s, console %s)",
+		ns.Name, ns.Address, spec.Mode, spec.Memory, spec.CPUs, nice, ns.APIEndpoint(), vm.ConsolePath())
 }
 
 func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, layout Layout, img Artifacts, dir string, p *Progress) (*Result, error) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,6 +91,8 @@ func TestWithDefaults(t *testing.T) {
 		{"relative disk file", func(c *Config) { c.Disks = []Disk{{Serial: "a", File: "disk.raw"}} }},
 		{"L2 bad address", func(c *Config) { c.L2 = &L2{Group: "230.0.0.1:1", MAC: "52:54:00:00:00:01", Address: "10.5.0.1"} }},
 		{"L2 bad MAC", func(c *Config) { c.L2 = &L2{Group: "230.0.0.1:1", MAC: "nope", Address: "10.5.0.1/24"} }},
+		{"negative nice", func(c *Config) { c.Nice = -1 }},
+		{"nice above 19", func(c *Config) { c.Nice = 20 }},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +149,26 @@ func TestNewPicksDistinctPorts(t *testing.T) {
 	}
 	if v.APIHostPort() != v.HostPort(APIPort) {
 		t.Errorf("APIHostPort() = %d, want HostPort(50000) = %d", v.APIHostPort(), v.HostPort(APIPort))
+	}
+}
+
+// A niceness runs QEMU through nice(1), so it applies from QEMU's first instruction to every thread.
+func TestCommandNice(t *testing.T) {
+	for _, tc := range []struct {
+		nice int
+		want []string
+	}{
+		{0, []string{"qemu-system-x86_64"}},
+		{5, []string{"nice", "-n", "5", "qemu-system-x86_64"}},
+	} {
+		v, err := New(Config{Name: "n", Dir: t.TempDir(), Kernel: "k", Initramfs: "i", Nice: tc.nice, TSCKHz: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := v.Command()
+		if len(got) != len(tc.want)+len(v.Args()) || !slices.Equal(got[:len(tc.want)], tc.want) {
+			t.Errorf("Nice %d: Command() starts %q, want %q then the arguments", tc.nice, got[:min(len(got), len(tc.want))], tc.want)
+		}
 	}
 }
 

@@ -58,6 +58,17 @@ func New(c Config) (*VM, error) {
 // Args returns QEMU's arguments (without the binary).
 func (v *VM) Args() []string { return args(v.cfg, v.ports, v.tscKHz) }
 
+// Command is the command line Start runs: QEMU and its arguments, through nice(1) when the config asks
+// for a niceness, so QEMU starts at it and every thread it makes inherits it (setpriority on a started
+// QEMU would race with the vCPU threads it is making).
+func (v *VM) Command() []string {
+	argv := append([]string{v.cfg.QEMU}, v.Args()...)
+	if v.cfg.Nice != 0 {
+		argv = append([]string{"nice", "-n", strconv.Itoa(v.cfg.Nice)}, argv...)
+	}
+	return argv
+}
+
 // APIHostPort is the host port forwarded to the guest's API port.
 func (v *VM) APIHostPort() int { return v.ports[APIPort] }
 
@@ -77,7 +88,8 @@ func (v *VM) Start(ctx context.Context) error {
 	if err := v.prepare(ctx); err != nil {
 		return err
 	}
-	cmd := exec.Command(v.cfg.QEMU, v.Args()...)
+	argv := v.Command()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	logf, err := os.Create(filepath.Join(v.cfg.Dir, "qemu.log"))
 	if err != nil {
 		return err
