@@ -351,6 +351,30 @@ func TestInitStopsTheJoinClient(t *testing.T) {
 	}
 }
 
+// cairnctl reset --no-reboot: the volumes are wiped and the node powers off instead of rebooting.
+func TestResetNoRebootPowersOff(t *testing.T) {
+	c := testcluster.New(t)
+	h := start(t, t.TempDir(), nil)
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if err := h.Reset(context.Background(), ResetOptions{Wipe: []string{"state", "ephemeral"}, NoReboot: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Finished():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("reset --no-reboot did not power off; state %s", h.Status().State)
+	}
+	if r, p := h.sys.reboots.Load(), h.sys.poweroffs.Load(); r != 0 || p != 1 {
+		t.Errorf("reset --no-reboot: %d reboots, %d power-offs; want 0 and 1", r, p)
+	}
+	if h.Status().LockedBy != "" {
+		t.Error("lock still held after reset --no-reboot")
+	}
+}
+
 func TestSandboxRebootShutdownReset(t *testing.T) {
 	c := testcluster.New(t)
 	h := start(t, t.TempDir(), nil)

@@ -15,12 +15,12 @@ import (
 // their progress, so they resume after the reboot. In sandbox mode the node reboots in-process: it goes
 // back to Boot and runs its boot sequence again.
 func (n *Node) Reboot(ctx context.Context) error {
-	return n.power(ctx, fsm.SeqReboot, fsm.Reboot, nil, nil)
+	return n.power(ctx, fsm.SeqReboot, fsm.Reboot, nil, nil, false)
 }
 
 // Shutdown stops what runs and powers off (in sandbox mode: ends the process).
 func (n *Node) Shutdown(ctx context.Context) error {
-	return n.power(ctx, fsm.SeqShutdown, fsm.Shutdown, nil, nil)
+	return n.power(ctx, fsm.SeqShutdown, fsm.Shutdown, nil, nil, true)
 }
 
 // ResetOptions say what Reset wipes.
@@ -28,6 +28,7 @@ type ResetOptions struct {
 	// Wipe names the volumes to wipe: state, ephemeral, etcd.
 	Wipe     []string
 	Graceful bool
+	// NoReboot powers the node off once the wipe is done, instead of rebooting it into Boot.
 	NoReboot bool
 }
 
@@ -52,14 +53,14 @@ func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
 			return os.RemoveAll(filepath.Join(n.lock.Dir(), "pki"))
 		}})
 	}
-	return n.power(ctx, fsm.SeqReset, fsm.Reset, before, n.o.Hooks.wipe(cfg, o.Wipe))
+	return n.power(ctx, fsm.SeqReset, fsm.Reset, before, n.o.Hooks.wipe(cfg, o.Wipe), o.NoReboot)
 }
 
 // power runs a power sequence: take over the sequence lock, move to the state, run the before tasks,
-// stop services and unmount, run the after tasks, then reboot or power off. The RPC returns once the
-// sequence has started; the work goes on in the background so the reply reaches the client before the
+// stop services and unmount, run the after tasks, then power off (off) or reboot. The RPC returns once
+// the sequence has started; the work goes on in the background so the reply reaches the client before the
 // node goes away.
-func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, before, after []sequence.Task) error {
+func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, before, after []sequence.Task, off bool) error {
 	runCtx, release, err := n.seq.Acquire(ctx, n.life, seq)
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, bef
 		if err != nil {
 			return // the node stays in this state with the error in Status; a Shutdown still works
 		}
-		if seq == fsm.SeqShutdown {
+		if off {
 			n.finish(n.o.Sys.PowerOff())
 			return
 		}
