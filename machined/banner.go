@@ -3,20 +3,25 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
+
+	"github.com/cairn-os/cairn/api/client"
 
 	"github.com/cairn-os/cairn/machined/internal/node"
 )
 
 // banner prints what a user needs to reach a fresh node on its console: its addresses, the API
-// certificate's fingerprint to pin, and the bootstrap token when machined made one up.
-func banner(w io.Writer, st node.Status, fingerprint, token string, generated bool) {
+// certificate's fingerprint to pin, and the bootstrap token when machined made one up. port is the
+// machine API's.
+func banner(w io.Writer, st node.Status, port int, fingerprint, token string, generated bool) {
 	a := st.Addresses
 	if len(a) == 0 {
 		a = []string{"(none yet)"}
 	}
 	line := strings.Repeat("=", 72)
-	fmt.Fprintf(w, "\n%s\n Cairn %s  node %s  state %s\n addresses:   %s (machine API on port 50000)\n", line, version, st.Hostname, st.State, strings.Join(a, ", "))
+	fmt.Fprintf(w, "\n%s\n Cairn %s  node %s  state %s\n addresses:   %s (machine API on port %d)\n", line, version, st.Hostname, st.State, strings.Join(a, ", "), port)
 	if st.LockedBy != "" {
 		fmt.Fprintf(w, " configured by %s: the API takes client certificates from the cluster's machine CA (cairnconfig)\n%s\n\n", st.LockedBy, line)
 		return
@@ -25,5 +30,9 @@ func banner(w io.Writer, st node.Status, fingerprint, token string, generated bo
 	if generated {
 		fmt.Fprintf(w, " token:       %s   (none given with cairn.token=)\n", token)
 	}
-	fmt.Fprintf(w, " cairnctl --nodes %s --token TOKEN --fingerprint %s status\n%s\n\n", a[0], fingerprint, line)
+	node := a[0]
+	if port != client.MachinePort {
+		node = net.JoinHostPort(node, strconv.Itoa(port))
+	}
+	fmt.Fprintf(w, " cairnctl --nodes %s --token TOKEN --fingerprint %s status\n%s\n\n", node, fingerprint, line)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
 )
 
@@ -37,7 +38,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("machined", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.root, "root", "", "sandbox mode: keep every path of the node under this directory and skip PID-1 duties")
-	fs.StringVar(&o.listen, "listen", ":50000", "address of the machine API")
+	fs.StringVar(&o.listen, "listen", fmt.Sprintf(":%d", client.MachinePort), "address of the machine API")
 	fs.StringVar(&o.token, "token", "", "bootstrap token for the maintenance API (default: cairn.token= from the kernel command line, else random and printed)")
 	fs.StringVar(&o.join, "join", "", "sandbox mode: join the cluster whose join service is at HOST:PORT (cairn.join=)")
 	fs.StringVar(&o.joinToken, "join-token", "", "sandbox mode: the join token (cairn.jointoken=)")
@@ -45,7 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.hostname, "hostname", "", "the node's hostname before a config sets one (cairn.hostname=)")
 	fs.StringVar(&o.cmdline, "cmdline", "", "sandbox mode: a kernel command line to read settings from, instead of none")
 	fs.BoolVar(&o.hostDisks, "host-disks", false, "sandbox mode: put volumes on the host's block devices that the config selects (run in a private mount namespace), instead of directories under --root")
-	fs.StringVar(&o.joinListen, "join-listen", ":50001", "address of the join service (control-plane nodes in Running)")
+	fs.StringVar(&o.joinListen, "join-listen", fmt.Sprintf(":%d", client.JoinPort), "address of the join service (control-plane nodes in Running)")
 	fs.StringVar(&o.payload, "payload", "", "sandbox mode: the Kubernetes payload directory (_out/payload, made by make payload) with containerd, runc, the CNI plugins and the images")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -8,8 +8,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
+	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
@@ -144,6 +146,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 			}},
 	})
 	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Certs: wl, Usage: statfs, JoinTokens: tokens,
+		JoinPort:  listenPort(o.joinListen, client.JoinPort),
 		LogSource: &logs.Source{Rings: services, PodLogs: layout.Join("var", "log", "pods")},
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
@@ -176,7 +179,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	}
 	if !plat.sandbox {
 		st := n.Status()
-		banner(os.Stdout, st, creds.Fingerprint(), token, generated)
+		banner(os.Stdout, st, listenPort(o.listen, client.MachinePort), creds.Fingerprint(), token, generated)
 	}
 	if plat.handle != nil {
 		go plat.handle(n)
@@ -278,4 +281,17 @@ func netipAddrs(ips []net.IP) []netip.Addr {
 func statfs(path string) (uint64, uint64, error) {
 	u, err := sys.Statfs(path)
 	return u.Size, u.Used, err
+}
+
+// listenPort is the port of a listen address (":50001", "10.0.0.2:50001"); def when it names none.
+func listenPort(addr string, def int) int {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return def
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n == 0 {
+		return def
+	}
+	return n
 }

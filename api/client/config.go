@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/pki"
 )
 
@@ -30,10 +31,10 @@ const (
 // against the cluster's machine CA however they reach the node (an IP, a forwarded port, a load balancer).
 const ServerName = "machine.cairn.internal"
 
-// Ports.
+// Ports: the machine API's and the join service's defaults (defined with the config, which names them).
 const (
-	MachinePort = 50000
-	JoinPort    = 50001
+	MachinePort = config.MachinePort
+	JoinPort    = config.JoinPort
 )
 
 // Config is a cairnconfig file: named contexts, each with endpoints and credentials.

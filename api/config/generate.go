@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/cairn-os/cairn/api/pki"
@@ -111,7 +113,7 @@ func Generate(o GenOptions, secrets *Secrets) (*Generated, error) {
 		}},
 		Cluster: cluster,
 	}
-	w.Cluster.Join = &Join{Endpoints: []string{fmt.Sprintf("%s:%d", u.Hostname(), 50001)}}
+	w.Cluster.Join = &Join{Endpoints: []string{net.JoinHostPort(u.Hostname(), strconv.Itoa(JoinPort))}}
 	for _, c := range []*MachineConfig{cp, w} {
 		if err := Validate(c); err != nil {
 			return nil, fmt.Errorf("generated config is invalid (a bug, or a bad flag): %w", err)

@@ -12,6 +12,12 @@ const (
 	KindSecrets       = "Secrets"
 )
 
+// The ports a node serves on by default: the machine API, and the join service of a control plane.
+const (
+	MachinePort = 50000
+	JoinPort    = 50001
+)
+
 // Machine types.
 const (
 	TypeControlPlane = "controlplane"

@@ -86,7 +86,7 @@ func Validate(c *MachineConfig) error {
 	}
 	if cl.Join != nil {
 		for i, ep := range cl.Join.Endpoints {
-			if _, _, err := SplitHostPort(ep, 50001); err != nil {
+			if _, _, err := SplitHostPort(ep, JoinPort); err != nil {
 				e.add(indexPath("cluster.join.endpoints", i), "%v", err)
 			}
 		}

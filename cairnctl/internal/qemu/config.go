@@ -10,6 +10,8 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+
+	"github.com/cairn-os/cairn/api/config"
 )
 
 // Mode is how the node boots.
@@ -37,7 +39,7 @@ const (
 // APIPort is machined's API port in the guest; ProbePort is a port nothing listens on, used only to
 // see the guest's TCP stack answer with a reset.
 const (
-	APIPort   = 50000
+	APIPort   = config.MachinePort
 	ProbePort = 9
 )
 
@@ -70,7 +72,7 @@ type Config struct {
 	// Nice is the niceness QEMU and all its threads (the vCPUs') run at on the host, 0-19; 0 is the
 	// host's default.
 	Nice int
-	Mode   Mode   // default ModeVmlinux
+	Mode Mode // default ModeVmlinux
 	// Machine is for ModeVmlinux; default MachineMicrovm, the fastest: booted alternately 6 times
 	// each here, microvm answered in 3.03 s (median) and q35 with qboot in 3.44 s. q35 gives machined
 	// the same virtio-pci devices as the iso and raw modes.

@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/joinsvc"
 )
@@ -34,10 +37,21 @@ func (s *Server) CreateJoinToken(ctx context.Context, req *machine.CreateJoinTok
 		return nil, tokenStatus(err)
 	}
 	resp := &machine.CreateJoinTokenResponse{Token: tok, Expires: timestamppb.New(exp)}
-	for _, a := range s.Node.Status().Addresses {
-		resp.Endpoints = append(resp.Endpoints, a+":50001")
-	}
+	resp.Endpoints = joinEndpoints(s.Node.Status().Addresses, s.JoinPort)
 	return resp, nil
+}
+
+// joinEndpoints are the join service's HOST:PORT on each of the node's addresses: the port it listens on
+// (machined --join-listen), client.JoinPort when unset.
+func joinEndpoints(addrs []string, port int) []string {
+	if port == 0 {
+		port = client.JoinPort
+	}
+	var eps []string
+	for _, a := range addrs {
+		eps = append(eps, net.JoinHostPort(a, strconv.Itoa(port)))
+	}
+	return eps
 }
 
 // ListJoinTokens lists the cluster's live join tokens, without their secrets.

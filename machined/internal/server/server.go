@@ -47,6 +47,8 @@ type Server struct {
 	Images     Images       // container images in containerd's k8s.io namespace (nil: Unimplemented)
 	Certs      Certificates // the node's Kubernetes certificates (nil: Unimplemented)
 	JoinTokens JoinTokens
+	// JoinPort is the join service's port, which new tokens advertise (0: client.JoinPort).
+	JoinPort int
 	Usage      volumes.Usage
 	Build      Build
 	// Memory is a process's resident memory, pid 0 being machined (proc.ResidentMemory; nil: not
