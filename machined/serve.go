@@ -132,8 +132,8 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
 		Hooks: node.Hooks{Preflight: vols.Preflight, Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
-			Storage: func(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
-				return append(vols.Hook(c, seq, state), sequence.Task{Name: "log-files", Run: func(context.Context) error {
+			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {
+				return append(vols.Hook(c, seq, stateAt), sequence.Task{Name: "log-files", Run: func(context.Context) error {
 					if c == nil {
 						return nil
 					}

@@ -37,17 +37,18 @@ func (n *Node) boot() error {
 	}
 
 	var lock *nodelock.Lock
-	tasks := n.o.Hooks.storage(nil, fsm.SeqBoot, &n.stateDir)
+	tasks := n.o.Hooks.storage(nil, fsm.SeqBoot, n.setStateDir)
 	tasks = append(tasks,
 		sequence.Task{Name: "open-node-lock", Run: func(context.Context) error {
-			if err := os.MkdirAll(n.stateDir, 0o700); err != nil {
+			dir := n.StateDir()
+			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return fmt.Errorf("create STATE directory: %w", err)
 			}
-			l, err := nodelock.Open(n.stateDir, n.o.Now)
+			l, err := nodelock.Open(dir, n.o.Now)
 			lock = l
 			return err
 		}},
-		sequence.Task{Name: "node-identity", Run: func(context.Context) error { return n.loadIdentity(n.stateDir) }},
+		sequence.Task{Name: "node-identity", Run: func(context.Context) error { return n.loadIdentity(n.StateDir()) }},
 	)
 	err = n.runner(false).Run(ctx, string(fsm.SeqBoot), tasks)
 	release()
@@ -192,8 +193,8 @@ func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []s
 		tasks = append(tasks, sequence.Task{Name: "machine-certificate-renewal", Run: n.renewCertificate})
 	}
 	tasks = append(tasks, sequence.Task{Name: "api-mutual-tls", Run: n.useMutualTLS})
-	tasks = append(tasks, n.o.Hooks.storage(cfg, seq, &n.stateDir)...)
+	tasks = append(tasks, n.o.Hooks.storage(cfg, seq, n.setStateDir)...)
 	// STATE moves from RAM to its disk once mounted (a no-op when it was found there at boot).
-	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.stateDir) }})
+	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.StateDir()) }})
 	return append(tasks, n.o.Hooks.workload(cfg, seq)...)
 }

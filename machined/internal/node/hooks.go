@@ -15,8 +15,9 @@ type Hooks struct {
 	// refused Init or Join changes nothing.
 	Preflight func(ctx context.Context, c *config.MachineConfig) error
 	// Storage plans, formats and mounts the node's volumes. It runs first in Init, Join and Start, before
-	// anything is written to STATE; it returns the directory STATE now lives in.
-	Storage func(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task
+	// anything is written to STATE. Its tasks call stateAt with the directory STATE lives in once they
+	// know it (found or mounted).
+	Storage func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task
 	// Workload brings up the node's services (containerd, kubelet, the control plane) on a configured node.
 	Workload func(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task
 	// Stop stops services and unmounts volumes before a reboot, shutdown or reset.
@@ -31,11 +32,11 @@ type Hooks struct {
 	Running func(ctx context.Context, c *config.MachineConfig)
 }
 
-func (h Hooks) storage(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
+func (h Hooks) storage(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {
 	if h.Storage == nil {
 		return nil
 	}
-	return h.Storage(c, seq, state)
+	return h.Storage(c, seq, stateAt)
 }
 
 func (h Hooks) workload(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task {

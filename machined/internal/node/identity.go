@@ -112,9 +112,7 @@ func (n *Node) renewCertificate(ctx context.Context) error {
 	if m == nil || m.Cluster.Secrets == nil || m.Cluster.Secrets.MachineCA.Key == "" {
 		return nil
 	}
-	n.mu.Lock()
-	path := filepath.Join(n.stateDir, "pki", identityCert)
-	n.mu.Unlock()
+	path := filepath.Join(n.StateDir(), "pki", identityCert)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read the machine-API certificate: %w", err)
@@ -145,9 +143,7 @@ func (n *Node) certRequest(host string, extra []string) pki.Request {
 }
 
 func (n *Node) writeCertificate(cert, ca []byte) error {
-	n.mu.Lock()
-	dir := filepath.Join(n.stateDir, "pki")
-	n.mu.Unlock()
+	dir := filepath.Join(n.StateDir(), "pki")
 	if err := atomicfile.WriteFile(filepath.Join(dir, identityCA), ca, 0o644); err != nil {
 		return err
 	}
@@ -156,9 +152,7 @@ func (n *Node) writeCertificate(cert, ca []byte) error {
 
 // useMutualTLS switches the API to mutual TLS with the identity stored in STATE.
 func (n *Node) useMutualTLS(context.Context) error {
-	n.mu.Lock()
-	dir := filepath.Join(n.stateDir, "pki")
-	n.mu.Unlock()
+	dir := filepath.Join(n.StateDir(), "pki")
 	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, identityCert), filepath.Join(dir, identityKey))
 	if err != nil {
 		return fmt.Errorf("load the node's machine-API certificate: %w", err)
@@ -184,9 +178,7 @@ func publicKeyPEM(k *ecdsa.PrivateKey) ([]byte, error) { return pki.EncodePublic
 // IdentityChain is the node's machine-API certificate with the machine CA after it, and its key: what
 // the join service presents, so a joining node can pin the CA.
 func (n *Node) IdentityChain() (tls.Certificate, error) {
-	n.mu.Lock()
-	dir := filepath.Join(n.stateDir, "pki")
-	n.mu.Unlock()
+	dir := filepath.Join(n.StateDir(), "pki")
 	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, identityCert), filepath.Join(dir, identityKey))
 	if err != nil {
 		return tls.Certificate{}, err
@@ -208,4 +200,11 @@ func (n *Node) StateDir() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.stateDir
+}
+
+// setStateDir records where STATE is, as the storage tasks find or mount it.
+func (n *Node) setStateDir(dir string) {
+	n.mu.Lock()
+	n.stateDir = dir
+	n.mu.Unlock()
 }

@@ -31,7 +31,7 @@ func TestFindStateWaitsForDiskDrivers(t *testing.T) {
 		Filesystems: func(context.Context) error { order = append(order, "filesystems"); return nil },
 	}
 	var state string
-	tasks := m.Hook(nil, fsm.SeqBoot, &state)
+	tasks := m.Hook(nil, fsm.SeqBoot, func(dir string) { state = dir })
 	if len(tasks) != 1 {
 		t.Fatalf("boot tasks: %d, want find-state alone", len(tasks))
 	}
@@ -50,7 +50,7 @@ func TestFindStateFailsWhenDiskDriversDoNot(t *testing.T) {
 	m := &Manager{Paths: paths.Paths{Root: t.TempDir()}, Devices: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DisksReady: func(context.Context) error { return context.Canceled }}
 	var state string
-	err := m.Hook(nil, fsm.SeqBoot, &state)[0].Run(context.Background())
+	err := m.Hook(nil, fsm.SeqBoot, func(dir string) { state = dir })[0].Run(context.Background())
 	if !errors.Is(err, context.Canceled) || state != "" {
 		t.Fatalf("find-state = %v with STATE %q; want the wait's error and no STATE chosen", err, state)
 	}

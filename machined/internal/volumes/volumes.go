@@ -102,9 +102,9 @@ func (m *Manager) directoryPlan(c *config.MachineConfig) plan.Plan {
 	return p
 }
 
-// Hook returns the storage tasks of a sequence (node.Hooks.Storage). state is set to the directory STATE
-// lives in once it is mounted.
-func (m *Manager) Hook(c *config.MachineConfig, seq fsm.Sequence, state *string) []sequence.Task {
+// Hook returns the storage tasks of a sequence (node.Hooks.Storage). They call stateAt with the directory
+// STATE lives in once they have found or mounted it.
+func (m *Manager) Hook(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {
 	if !m.Devices {
 		if c == nil {
 			return nil
@@ -119,7 +119,7 @@ func (m *Manager) Hook(c *config.MachineConfig, seq fsm.Sequence, state *string)
 	}
 	switch seq {
 	case fsm.SeqBoot:
-		return []sequence.Task{{Name: "find-state", Run: func(ctx context.Context) error { return m.findState(ctx, state) }}}
+		return []sequence.Task{{Name: "find-state", Run: func(ctx context.Context) error { return m.findState(ctx, stateAt) }}}
 	case fsm.SeqInit, fsm.SeqJoin, fsm.SeqStart:
 		var p plan.Plan
 		tasks := []sequence.Task{{Name: "plan-disks", Run: func(ctx context.Context) error {
@@ -141,7 +141,7 @@ func (m *Manager) Hook(c *config.MachineConfig, seq fsm.Sequence, state *string)
 				continue
 			}
 			tasks = append(tasks, sequence.Task{Name: "mount-" + strings.ToLower(string(v)), Timeout: volumeTimeout,
-				Run: func(ctx context.Context) error { return m.apply(ctx, p, v, state) }})
+				Run: func(ctx context.Context) error { return m.apply(ctx, p, v, stateAt) }})
 		}
 		return tasks
 	}
@@ -164,7 +164,7 @@ func onlyKeep(p plan.Plan) error {
 	return nil
 }
 
-func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, state *string) error {
+func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, stateAt func(string)) error {
 	if err := m.filesystems(ctx); err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, state *
 			m.Log.Info("volume", "volume", v, "device", r.Device, "did", strings.Join(r.Did, "; "))
 		}
 		if v == plan.State {
-			*state = m.Paths.State()
+			stateAt(m.Paths.State())
 		}
 		return nil
 	}
@@ -195,7 +195,7 @@ func (m *Manager) applier() *apply.Applier {
 
 // findState mounts a STATE partition carrying a Cairn label at boot, so the node lock is read from it. No
 // such disk: STATE starts in RAM, under /run.
-func (m *Manager) findState(ctx context.Context, state *string) error {
+func (m *Manager) findState(ctx context.Context, stateAt func(string)) error {
 	disks, err := m.scan(ctx)
 	if err != nil {
 		return err
@@ -215,15 +215,17 @@ func (m *Manager) findState(ctx context.Context, state *string) error {
 	}
 	switch len(found) {
 	case 0:
-		*state = m.Paths.RunState()
-		m.Log.Info("no STATE disk yet: STATE is in RAM until Init or Join mounts one", "dir", *state)
-		return os.MkdirAll(*state, 0o700)
+		dir := m.Paths.RunState()
+		m.Log.Info("no STATE disk yet: STATE is in RAM until Init or Join mounts one", "dir", dir)
+		stateAt(dir)
+		return os.MkdirAll(dir, 0o700)
 	case 1:
 		s := found[0]
 		if _, fstype, ok := plan.OwnPartition(*s.Disk, plan.State, s.ClusterID); !ok || fstype == "" {
 			// An interrupted format: nothing on it yet. Init or Join will finish it.
-			*state = m.Paths.RunState()
-			return os.MkdirAll(*state, 0o700)
+			dir := m.Paths.RunState()
+			stateAt(dir)
+			return os.MkdirAll(dir, 0o700)
 		}
 		if err := m.filesystems(ctx); err != nil {
 			return err
@@ -231,7 +233,7 @@ func (m *Manager) findState(ctx context.Context, state *string) error {
 		if _, err := m.applier().Apply(ctx, s); err != nil {
 			return fmt.Errorf("mount STATE from %s: %w", s.Disk.Path, err)
 		}
-		*state = m.Paths.State()
+		stateAt(m.Paths.State())
 		m.Log.Info("STATE found", "device", s.Disk.Path, "cluster", s.ClusterID)
 		return nil
 	}
