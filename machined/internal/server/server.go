@@ -49,8 +49,8 @@ type Server struct {
 	JoinTokens JoinTokens
 	// JoinPort is the join service's port, which new tokens advertise (0: client.JoinPort).
 	JoinPort int
-	Usage      volumes.Usage
-	Build      Build
+	Usage    volumes.Usage
+	Build    Build
 	// Memory is a process's resident memory, pid 0 being machined (proc.ResidentMemory; nil: not
 	// reported).
 	Memory func(pid int) proc.Memory
