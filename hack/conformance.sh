@@ -15,7 +15,7 @@
 #                          sig-network, sig-node and sig-apps, and the two-node one)
 #   SKIP=REGEX             tests to leave out besides the skip file (default '\[Disruptive\]')
 #   PARALLEL=N             ginkgo processes (default 8: most tests wait on timers, not on the CPU;
-#                          [Serial] tests still run alone, at the end; 3 with CLUSTER=qemu)
+#                          [Serial] tests still run alone, at the end; 2 with CLUSTER=qemu)
 #   KEEP=1                 leave the cluster running afterwards
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ report=$out/report
 ctl=$repo/_out/cairnctl
 cluster=${CLUSTER:-sandbox}
 parallel=${PARALLEL:-8}
-[ "$cluster" = qemu ] && parallel=${PARALLEL:-3} # emulated nodes: a few tests at a time
+[ "$cluster" = qemu ] && parallel=${PARALLEL:-2} # emulated nodes: two tests at a time, so the control plane keeps up
 skip=${SKIP:-'\[Disruptive\]'}
 step() { printf '\n==> %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 

@@ -128,7 +128,7 @@ func (r *Renderer) ControllerManagerPod() *corev1.Pod {
 		Image:         r.images.ControllerManager,
 		Command:       command(KubeControllerManager, flags, cl.ControllerManager.ExtraArgs),
 		VolumeMounts:  vms,
-		Resources:     requests("200m", ""),
+		Resources:     requests("100m", ""), // 100m of kubeadm's 200m went to etcd (manifests_etcd.go)
 		LivenessProbe: p.liveness(),
 		StartupProbe:  p.startup(),
 	}, vols)

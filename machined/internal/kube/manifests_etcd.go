@@ -94,11 +94,16 @@ func (r *Renderer) EtcdPod(o EtcdOptions) *corev1.Pod {
 	live := health
 	live.path = "/health?serializable=true"
 	return staticPod(corev1.Container{
-		Name:          Etcd,
-		Image:         r.images.Etcd,
-		Command:       command("etcd", flags, r.cfg.Cluster.Etcd.ExtraArgs),
-		VolumeMounts:  vms,
-		Resources:     requests("100m", "100Mi"),
+		Name:         Etcd,
+		Image:        r.images.Etcd,
+		Command:      command("etcd", flags, r.cfg.Cluster.Etcd.ExtraArgs),
+		VolumeMounts: vms,
+		// A CPU request is also the container's cpu.weight among the pods: etcd is what every request
+		// waits on, so it gets a share like the API server's. At kubeadm's 100m a busy emulated control
+		// plane gave it a tenth of the pods' CPU: its ReadIndex waits and applies took seconds, lease
+		// renewals timed out and the controller-manager and the scheduler lost their leases. The 100m
+		// it gets comes from the controller-manager, so the requests add up as before.
+		Resources:     requests("200m", "100Mi"),
 		LivenessProbe: live.liveness(),
 		StartupProbe:  live.startup(),
 	}, vols)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
@@ -82,6 +83,8 @@ type Workload struct {
 	client   *client.Client
 	renderer *kube.Renderer
 	shared   bool // the kubelet's directory is a shared mount point already (sandbox in-process reboots)
+	// grouped: the runtime's cgroup exists and containerd runs in it, so the kubelet goes there too.
+	grouped bool
 	// payloadMounted: the payload was checked and mounted this boot.
 	payloadMounted bool
 	cfg            *config.MachineConfig
@@ -320,19 +323,38 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 	return nil
 }
 
-// runtimeCgroup makes containerd's cgroup (see package cgroups) and returns its directory; "" in sandbox
-// mode, where the cgroups are the host's, and when the kernel cannot give one: containerd then runs
-// in machined's cgroup, as before, and the node says so in its log.
+// runtimeCgroup makes the runtime's cgroups (see package cgroups) and returns containerd's directory; ""
+// in sandbox mode, where the cgroups are the host's, and when the kernel cannot give them: containerd
+// then runs in machined's cgroup and the kubelet in containerd's default, and the node says so in its
+// log.
 func (w *Workload) runtimeCgroup() string {
 	if w.Sandbox {
 		return ""
 	}
-	dir, err := cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}.Make(cgroups.Runtime())
-	if err != nil {
-		w.Log.Warn("containerd runs in machined's cgroup: the pods may lose CPU time to it", "err", err)
-		return ""
+	h := cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}
+	_, err := h.Make(cgroups.Runtime())
+	dir := ""
+	if err == nil {
+		dir, err = h.Make(cgroups.Containerd())
 	}
+	if err != nil {
+		w.Log.Warn("containerd and the kubelet run without the runtime's cgroup: the pods may lose CPU time to them", "err", err)
+	}
+	w.mu.Lock()
+	w.grouped = err == nil
+	w.mu.Unlock()
 	return dir
+}
+
+// kubeletCgroup is the kubelet container's cgroup: in the runtime's group beside containerd when there
+// is one, else containerd's default for the container.
+func (w *Workload) kubeletCgroup() []oci.SpecOpts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.grouped {
+		return nil
+	}
+	return []oci.SpecOpts{oci.WithCgroup(cgroups.KubeletPath)}
 }
 
 func (w *Workload) containerdClient() *client.Client {
