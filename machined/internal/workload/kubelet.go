@@ -80,7 +80,7 @@ func (w *Workload) startKubelet(context.Context) error {
 			Namespace: containerd.NamespaceCairn,
 			ID:        "kubelet",
 			Image:     c.Image,
-			Spec:      append([]oci.SpecOpts{c.SpecOpts(exists)}, w.kubeletCgroup()...),
+			Spec:      []oci.SpecOpts{c.SpecOpts(exists)},
 		},
 		Health: func(ctx context.Context) error {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, kube.KubeletHealthzURL(), nil)

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
@@ -83,8 +82,6 @@ type Workload struct {
 	client   *client.Client
 	renderer *kube.Renderer
 	shared   bool // the kubelet's directory is a shared mount point already (sandbox in-process reboots)
-	// grouped: the runtime's cgroup exists and containerd runs in it, so the kubelet goes there too.
-	grouped bool
 	// payloadMounted: the payload was checked and mounted this boot.
 	payloadMounted bool
 	cfg            *config.MachineConfig
@@ -325,8 +322,7 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 
 // runtimeCgroup makes the runtime's cgroups (see package cgroups) and returns containerd's directory; ""
 // in sandbox mode, where the cgroups are the host's, and when the kernel cannot give them: containerd
-// then runs in machined's cgroup and the kubelet in containerd's default, and the node says so in its
-// log.
+// then runs in machined's cgroup, and the node says so in its log.
 func (w *Workload) runtimeCgroup() string {
 	if w.Sandbox {
 		return ""
@@ -338,23 +334,9 @@ func (w *Workload) runtimeCgroup() string {
 		dir, err = h.Make(cgroups.Containerd())
 	}
 	if err != nil {
-		w.Log.Warn("containerd and the kubelet run without the runtime's cgroup: the pods may lose CPU time to them", "err", err)
+		w.Log.Warn("containerd runs without the runtime's cgroup: the pods may lose CPU time to it", "err", err)
 	}
-	w.mu.Lock()
-	w.grouped = err == nil
-	w.mu.Unlock()
 	return dir
-}
-
-// kubeletCgroup is the kubelet container's cgroup: in the runtime's group beside containerd when there
-// is one, else containerd's default for the container.
-func (w *Workload) kubeletCgroup() []oci.SpecOpts {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.grouped {
-		return nil
-	}
-	return []oci.SpecOpts{oci.WithCgroup(cgroups.KubeletPath)}
 }
 
 func (w *Workload) containerdClient() *client.Client {
