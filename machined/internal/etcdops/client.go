@@ -22,7 +22,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/etcdmember"
 )
 
 // DefaultEndpoint is etcd's client URL on the node's loopback.
@@ -32,7 +32,7 @@ const DefaultEndpoint = "https://127.0.0.1:2379"
 // itself may take long.
 const DefaultCallTimeout = 10 * time.Second
 
-// Client implements server.EtcdOps against the node's own etcd member, with the kubeadm-layout
+// Client is the machine API's etcd operations (server.EtcdOps) against the node's own etcd member, with the kubeadm-layout
 // healthcheck client certificate (kube.Layout.PKIFile(kube.EtcdHealthcheckCert), ...).
 type Client struct {
 	// Endpoints are the members' client URLs (empty: DefaultEndpoint, the node's own member); another
@@ -44,8 +44,6 @@ type Client struct {
 	// Timeout bounds each call but the snapshot's transfer (0: DefaultCallTimeout).
 	Timeout time.Duration
 }
-
-var _ server.EtcdOps = (*Client)(nil)
 
 // NotHereError says this node runs no etcd member (a worker, or a node not initialised yet): the API
 // answers FailedPrecondition.
@@ -79,7 +77,7 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 func (e *UnavailableError) Unavailable() {}
 
 // Members lists the cluster's members, by name.
-func (c *Client) Members(ctx context.Context) ([]server.EtcdMember, error) {
+func (c *Client) Members(ctx context.Context) ([]etcdmember.Member, error) {
 	hc, err := c.httpClient()
 	if err != nil {
 		return nil, err
@@ -89,9 +87,9 @@ func (c *Client) Members(ctx context.Context) ([]server.EtcdMember, error) {
 	if err := c.call(ctx, hc, "/v3/cluster/member/list", struct{}{}, &resp); err != nil {
 		return nil, c.unavailable(ctx, fmt.Errorf("member list: %w", err))
 	}
-	out := make([]server.EtcdMember, 0, len(resp.Members))
+	out := make([]etcdmember.Member, 0, len(resp.Members))
 	for _, m := range resp.Members {
-		out = append(out, server.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
+		out = append(out, etcdmember.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
 			IsLearner: m.IsLearner})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

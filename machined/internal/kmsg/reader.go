@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 )
 
 // Device is an open /dev/kmsg: each Read returns one whole record, and a read deadline ends a wait for
@@ -24,7 +24,7 @@ type Device interface {
 	Close() error
 }
 
-// Reader implements server.KernelLog.
+// Reader is the machine API's kernel log (server.KernelLog).
 type Reader struct {
 	Path     string                       // "/dev/kmsg"
 	ProcRoot string                       // "/proc", for the uptime
@@ -34,8 +34,6 @@ type Reader struct {
 	// (0: DefaultQuiet).
 	Quiet time.Duration
 }
-
-var _ server.KernelLog = (*Reader)(nil)
 
 // Timing.
 const (
@@ -63,7 +61,7 @@ func (e *UnreadableError) Precondition() {}
 
 // Dmesg sends the last tail records kept by the kernel (0: all) and, with follow, every later one until
 // ctx ends.
-func (r *Reader) Dmesg(ctx context.Context, tail int, follow bool, send func(server.LogLine) error) error {
+func (r *Reader) Dmesg(ctx context.Context, tail int, follow bool, send func(logring.Record) error) error {
 	boot, up, err := r.bootTime()
 	if err != nil {
 		return err
@@ -78,8 +76,8 @@ func (r *Reader) Dmesg(ctx context.Context, tail int, follow bool, send func(ser
 	// Closing the device is what wakes a read that waits for the next record.
 	defer context.AfterFunc(ctx, closeDev)()
 
-	line := func(rec Record) server.LogLine {
-		return server.LogLine{Time: boot.Add(rec.Since), Service: "kernel", Line: rec.Line()}
+	line := func(rec Record) logring.Record {
+		return logring.Record{Time: boot.Add(rec.Since), Service: "kernel", Line: rec.Line()}
 	}
 	buf := make([]byte, recordMax)
 	// The kept records end where the device falls quiet, or at the first record logged after this call

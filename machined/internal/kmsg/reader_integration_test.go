@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 )
 
 // TestDmesgFollowsTheHostDevice follows the host's /dev/kmsg, writes a record to it (as root may) and
@@ -22,10 +22,10 @@ func TestDmesgFollowsTheHostDevice(t *testing.T) {
 	}
 	defer w.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	lines := make(chan server.LogLine, 100)
+	lines := make(chan logring.Record, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- (&Reader{Path: "/dev/kmsg", ProcRoot: "/proc"}).Dmesg(ctx, 1, true, func(l server.LogLine) error {
+		done <- (&Reader{Path: "/dev/kmsg", ProcRoot: "/proc"}).Dmesg(ctx, 1, true, func(l logring.Record) error {
 			lines <- l
 			return nil
 		})

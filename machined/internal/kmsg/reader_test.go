@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 )
 
 // fakeDev behaves as /dev/kmsg: one record per read, EPIPE where records were lost, a wait for the next
@@ -131,7 +131,7 @@ func TestDmesgTail(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var lines []got
-		err := reader(t, newFakeDev(records...)).Dmesg(context.Background(), tc.tail, false, func(l server.LogLine) error {
+		err := reader(t, newFakeDev(records...)).Dmesg(context.Background(), tc.tail, false, func(l logring.Record) error {
 			if l.Service != "kernel" {
 				t.Errorf("line of service %q, want kernel", l.Service)
 			}
@@ -153,7 +153,7 @@ func TestDmesgFollow(t *testing.T) {
 	lines := make(chan string, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- reader(t, dev).Dmesg(ctx, 0, true, func(l server.LogLine) error { lines <- l.Line; return nil })
+		done <- reader(t, dev).Dmesg(ctx, 0, true, func(l logring.Record) error { lines <- l.Line; return nil })
 	}()
 	want := []string{"kern.info: kept", "kern.info: new one", "kern.info: after a loss"}
 	dev.push(rec(2, 150, "new one"))
@@ -195,7 +195,7 @@ func TestDmesgTailOfAnEndlessLog(t *testing.T) {
 	var lines []string
 	done := make(chan error, 1)
 	go func() {
-		done <- reader(t, dev).Dmesg(context.Background(), 0, false, func(l server.LogLine) error {
+		done <- reader(t, dev).Dmesg(context.Background(), 0, false, func(l logring.Record) error {
 			lines = append(lines, l.Line)
 			return nil
 		})
@@ -218,7 +218,7 @@ func TestDmesgTailOfAnEndlessLog(t *testing.T) {
 
 func TestDmesgUnreadable(t *testing.T) {
 	r := &Reader{Path: filepath.Join(t.TempDir(), "kmsg"), ProcRoot: "/proc"}
-	err := r.Dmesg(context.Background(), 0, false, func(server.LogLine) error { return nil })
+	err := r.Dmesg(context.Background(), 0, false, func(logring.Record) error { return nil })
 	var ue *UnreadableError
 	if !errors.As(err, &ue) || !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), r.Path) {
 		t.Fatalf("Dmesg(missing device) = %v, want an UnreadableError naming %s", err, r.Path)
@@ -238,9 +238,9 @@ func TestDmesgHostDevice(t *testing.T) {
 	}
 	f.Close()
 	r := &Reader{Path: "/dev/kmsg", ProcRoot: "/proc"}
-	var lines []server.LogLine
+	var lines []logring.Record
 	start := time.Now()
-	err = r.Dmesg(context.Background(), 5, false, func(l server.LogLine) error { lines = append(lines, l); return nil })
+	err = r.Dmesg(context.Background(), 5, false, func(l logring.Record) error { lines = append(lines, l); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

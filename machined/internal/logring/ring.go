@@ -33,6 +33,14 @@ type Line struct {
 	Text string
 }
 
+// Record is a line of a named log as the Logs and Dmesg RPCs stream it: a service's, the kernel's or a
+// pod container's.
+type Record struct {
+	Time    time.Time
+	Service string
+	Line    string
+}
+
 // Ring is a bounded log.
 type Ring struct {
 	mu sync.Mutex

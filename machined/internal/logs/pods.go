@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 )
 
 // The kubelet keeps a container's log at <root>/<namespace>_<pod>_<uid>/<container>/<restart>.log: a new
@@ -213,14 +213,14 @@ func (l *logFile) flush(emit func(time.Time, string) error) error {
 
 // stream sends the last tail lines of the file at path (0: all) and, with follow, every later line,
 // moving to the next file when the kubelet rotates the log or the container restarts.
-func (p *podLog) stream(ctx context.Context, path string, tail int, follow bool, send func(server.LogLine) error) error {
+func (p *podLog) stream(ctx context.Context, path string, tail int, follow bool, send func(logring.Record) error) error {
 	lf, err := openLog(path)
 	if err != nil {
 		return err
 	}
 	defer func() { lf.f.Close() }()
 	emit := func(t time.Time, msg string) error {
-		return send(server.LogLine{Time: t, Service: p.container, Line: msg})
+		return send(logring.Record{Time: t, Service: p.container, Line: msg})
 	}
 	if err := p.sendTail(lf, tail, emit); err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 )
 
@@ -94,7 +94,7 @@ func collectAll(t *testing.T, root string, tail int) []lineRec {
 	t.Helper()
 	s := &Source{PodLogs: root}
 	var got []lineRec
-	err := s.Logs(context.Background(), "kube-apiserver", tail, false, func(l server.LogLine) error {
+	err := s.Logs(context.Background(), "kube-apiserver", tail, false, func(l logring.Record) error {
 		if l.Service != "kube-apiserver" {
 			t.Errorf("line of service %q, want kube-apiserver", l.Service)
 		}
@@ -155,7 +155,7 @@ func follow(t *testing.T, s *Source, service string, tail int) <-chan string {
 	ch := make(chan string, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Logs(ctx, service, tail, true, func(l server.LogLine) error { ch <- l.Line; return nil })
+		done <- s.Logs(ctx, service, tail, true, func(l logring.Record) error { ch <- l.Line; return nil })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -236,7 +236,7 @@ func TestPodLogNamesAreChecked(t *testing.T) {
 	writeLog(t, root, "kube-system_etcd-n1_42/etcd/0.log", cri(1, "stdout", "F", "x"))
 	s := &Source{PodLogs: root}
 	for _, name := range []string{"../kube-system_etcd-n1_42/etcd", "kube-*", "Etcd", "kube-scheduler"} {
-		err := s.Logs(context.Background(), name, 0, false, func(server.LogLine) error { return nil })
+		err := s.Logs(context.Background(), name, 0, false, func(logring.Record) error { return nil })
 		var nf *NotFoundError
 		if !errors.As(err, &nf) {
 			t.Errorf("Logs(%q) = %v, want a NotFoundError", name, err)
@@ -260,18 +260,18 @@ func TestPreviousRun(t *testing.T) {
 	sup.Logs("kubelet").Add("kubelet line")
 	s := &Source{PodLogs: root, Rings: sup}
 	var got []string
-	if err := s.Previous(context.Background(), "kube-apiserver", 0, func(l server.LogLine) error { got = append(got, l.Line); return nil }); err != nil {
+	if err := s.Previous(context.Background(), "kube-apiserver", 0, func(l logring.Record) error { got = append(got, l.Line); return nil }); err != nil {
 		t.Fatalf("Previous(kube-apiserver) = %v", err)
 	}
 	if len(got) != 1 || got[0] != "F1122 fatal: etcd timed out" {
 		t.Errorf("Previous(kube-apiserver) lines = %q, want the crashed run's", got)
 	}
 	var nf *NotFoundError
-	err := s.Previous(context.Background(), "kubelet", 0, func(server.LogLine) error { return nil })
+	err := s.Previous(context.Background(), "kubelet", 0, func(logring.Record) error { return nil })
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "across its restarts") {
 		t.Errorf("Previous(kubelet) = %v, want a NotFound saying its log spans its restarts", err)
 	}
-	if err := s.Previous(context.Background(), "etcd", 0, func(server.LogLine) error { return nil }); !errors.As(err, &nf) {
+	if err := s.Previous(context.Background(), "etcd", 0, func(logring.Record) error { return nil }); !errors.As(err, &nf) {
 		t.Errorf("Previous(etcd) without any log = %v, want NotFound", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/logring"
-	"github.com/cairn-os/cairn/machined/internal/server"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 )
 
@@ -30,7 +29,7 @@ const PodNamespace = "kube-system"
 // DefaultPoll is how often a followed pod log is checked for new lines and for a new file.
 const DefaultPoll = 250 * time.Millisecond
 
-// Source implements server.LogSource.
+// Source is the machine API's log source (server.LogSource).
 type Source struct {
 	Rings Rings
 	// PodLogs is the kubelet's pod log directory (paths.Paths.Join("var", "log", "pods")); empty: no pods.
@@ -38,8 +37,6 @@ type Source struct {
 	// Poll is the follow interval for pod logs (0: DefaultPoll).
 	Poll time.Duration
 }
-
-var _ server.LogSource = (*Source)(nil)
 
 // NotFoundError says a service has no log here and which ones do.
 type NotFoundError struct {
@@ -63,7 +60,7 @@ func (e *NotFoundError) NotFound() {}
 
 // Logs sends the last tail lines of a service's log (0: all kept) and, with follow, every later line until
 // ctx ends. A supervised service or machined wins over a pod container of the same name.
-func (s *Source) Logs(ctx context.Context, service string, tail int, follow bool, send func(server.LogLine) error) error {
+func (s *Source) Logs(ctx context.Context, service string, tail int, follow bool, send func(logring.Record) error) error {
 	if s.Rings != nil && s.Rings.HasLogs(service) {
 		return sendRing(ctx, s.Rings.Logs(service), service, tail, follow, send)
 	}
@@ -83,7 +80,7 @@ func (s *Source) Logs(ctx context.Context, service string, tail int, follow bool
 // Previous sends the last tail lines (0: all) of a control-plane container's previous run: what it wrote
 // before it exited, when the kubelet has started it again. The services whose logs machined keeps in
 // memory need no such thing: their log already spans their restarts.
-func (s *Source) Previous(ctx context.Context, service string, tail int, send func(server.LogLine) error) error {
+func (s *Source) Previous(ctx context.Context, service string, tail int, send func(logring.Record) error) error {
 	if s.Rings != nil && s.Rings.HasLogs(service) {
 		return &NotFoundError{Service: service, Known: s.names(),
 			Why: fmt.Sprintf("%s's log is kept in memory across its restarts: `cairnctl logs %s` shows its earlier runs", service, service)}
@@ -131,9 +128,9 @@ func (s *Source) names() []string {
 
 // sendRing sends a ring's kept lines and, with follow, its later ones. A follower too slow for the ring
 // misses lines rather than slowing the service (logring's rule).
-func sendRing(ctx context.Context, r *logring.Ring, service string, tail int, follow bool, send func(server.LogLine) error) error {
-	line := func(l logring.Line) server.LogLine {
-		return server.LogLine{Time: l.Time, Service: service, Line: l.Text}
+func sendRing(ctx context.Context, r *logring.Ring, service string, tail int, follow bool, send func(logring.Record) error) error {
+	line := func(l logring.Line) logring.Record {
+		return logring.Record{Time: l.Time, Service: service, Line: l.Text}
 	}
 	if !follow {
 		for _, l := range r.Tail(tail) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 )
 
@@ -33,7 +33,7 @@ func TestRingLogs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var got []string
-		err := s.Logs(context.Background(), "machined", tc.tail, false, func(l server.LogLine) error {
+		err := s.Logs(context.Background(), "machined", tc.tail, false, func(l logring.Record) error {
 			if l.Service != "machined" || l.Time.IsZero() {
 				t.Errorf("line %+v, want service machined and a time", l)
 			}
@@ -61,7 +61,7 @@ func TestSendErrorEndsTheStream(t *testing.T) {
 	s := &Source{Rings: newSupervisor()}
 	gone := errors.New("client gone")
 	calls := 0
-	err := s.Logs(context.Background(), "machined", 0, true, func(server.LogLine) error { calls++; return gone })
+	err := s.Logs(context.Background(), "machined", 0, true, func(logring.Record) error { calls++; return gone })
 	if !errors.Is(err, gone) || calls != 1 {
 		t.Fatalf("Logs() with a failing send = %v after %d sends, want %v after 1", err, calls, gone)
 	}
@@ -71,7 +71,7 @@ func TestUnknownServiceListsKnownOnes(t *testing.T) {
 	root := t.TempDir()
 	writeLog(t, root, podDir+"/kube-apiserver/0.log", cri(1, "stdout", "F", "x"))
 	s := &Source{Rings: newSupervisor(), PodLogs: root}
-	err := s.Logs(context.Background(), "kubelt", 0, false, func(server.LogLine) error { return nil })
+	err := s.Logs(context.Background(), "kubelt", 0, false, func(logring.Record) error { return nil })
 	var nf *NotFoundError
 	if !errors.As(err, &nf) {
 		t.Fatalf("Logs(kubelt) = %v, want a NotFoundError", err)

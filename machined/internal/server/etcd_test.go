@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/etcdmember"
 	"github.com/cairn-os/cairn/machined/internal/testcluster"
 )
 
@@ -28,13 +29,13 @@ func (unavailable) Unavailable()    {}
 // fakeEtcd writes data in writes of uneven sizes, as a network stream does; failAfter > 0 breaks the
 // snapshot after that many bytes.
 type fakeEtcd struct {
-	members   []EtcdMember
+	members   []etcdmember.Member
 	data      []byte
 	err       error
 	failAfter int
 }
 
-func (f *fakeEtcd) Members(context.Context) ([]EtcdMember, error) { return f.members, f.err }
+func (f *fakeEtcd) Members(context.Context) ([]etcdmember.Member, error) { return f.members, f.err }
 
 func (f *fakeEtcd) Snapshot(_ context.Context, w io.Writer) (string, error) {
 	if f.err != nil {
@@ -57,7 +58,7 @@ func (f *fakeEtcd) Snapshot(_ context.Context, w io.Writer) (string, error) {
 }
 
 func TestEtcdMembers(t *testing.T) {
-	members := []EtcdMember{{ID: 0x8e9e05c52164694d, Name: "cp1", PeerURLs: []string{"https://10.0.0.1:2380"},
+	members := []etcdmember.Member{{ID: 0x8e9e05c52164694d, Name: "cp1", PeerURLs: []string{"https://10.0.0.1:2380"},
 		ClientURLs: []string{"https://10.0.0.1:2379"}}, {ID: 2, Name: "cp2", IsLearner: true}}
 	ctx := context.Background()
 	tests := []struct {

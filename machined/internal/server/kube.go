@@ -7,19 +7,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/health"
 )
 
 // Kubernetes answers the Kubernetes RPCs (workload.Workload).
 type Kubernetes interface {
-	Health(ctx context.Context) []Check
+	Health(ctx context.Context) []health.Check
 	AdminKubeconfig() ([]byte, error)
-}
-
-// Check is one health check's result.
-type Check struct {
-	Name    string
-	Err     error
-	Message string
 }
 
 // Health runs the node's Kubernetes health checks.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 )
 
 // Logs streams a service's log: the last req.Tail lines (0: all kept) and, with req.Follow, each later one
@@ -45,8 +46,8 @@ func (s *Server) Dmesg(req *machine.DmesgRequest, stream grpc.ServerStreamingSer
 	return logStatus(stream, err)
 }
 
-func sendLine(stream grpc.ServerStreamingServer[machine.LogLine]) func(LogLine) error {
-	return func(l LogLine) error {
+func sendLine(stream grpc.ServerStreamingServer[machine.LogLine]) func(logring.Record) error {
+	return func(l logring.Record) error {
 		// A service may print any bytes; a protobuf string must be UTF-8 or the message fails to encode.
 		p := &machine.LogLine{Service: l.Service, Line: strings.ToValidUTF8(l.Line, "\uFFFD")}
 		if !l.Time.IsZero() {

@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/logring"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
@@ -75,7 +76,7 @@ type fakeLogs struct {
 	left   chan struct{} // closed when a follower's context ended
 }
 
-func (f *fakeLogs) Logs(ctx context.Context, service string, tail int, follow bool, send func(LogLine) error) error {
+func (f *fakeLogs) Logs(ctx context.Context, service string, tail int, follow bool, send func(logring.Record) error) error {
 	lines, ok := f.lines[service]
 	if !ok {
 		return notFound{"no log named " + service + "; known: machined"}
@@ -84,7 +85,7 @@ func (f *fakeLogs) Logs(ctx context.Context, service string, tail int, follow bo
 		lines = lines[len(lines)-tail:]
 	}
 	for _, l := range lines {
-		if err := send(LogLine{Time: time.Unix(1700000000, 0), Service: service, Line: l}); err != nil {
+		if err := send(logring.Record{Time: time.Unix(1700000000, 0), Service: service, Line: l}); err != nil {
 			return err
 		}
 	}
@@ -98,7 +99,7 @@ func (f *fakeLogs) Logs(ctx context.Context, service string, tail int, follow bo
 			close(f.left)
 			return ctx.Err()
 		case l := <-f.more:
-			if err := send(LogLine{Time: time.Now(), Service: service, Line: l}); err != nil {
+			if err := send(logring.Record{Time: time.Now(), Service: service, Line: l}); err != nil {
 				return err
 			}
 		}
@@ -191,12 +192,12 @@ type fakeKernel struct {
 	err   error
 }
 
-func (f fakeKernel) Dmesg(_ context.Context, tail int, _ bool, send func(LogLine) error) error {
+func (f fakeKernel) Dmesg(_ context.Context, tail int, _ bool, send func(logring.Record) error) error {
 	if f.err != nil {
 		return f.err
 	}
 	for _, l := range f.lines {
-		if err := send(LogLine{Time: time.Now(), Service: "kernel", Line: l}); err != nil {
+		if err := send(logring.Record{Time: time.Now(), Service: "kernel", Line: l}); err != nil {
 			return err
 		}
 	}

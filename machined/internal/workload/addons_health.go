@@ -15,7 +15,7 @@ import (
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/addons"
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/health"
 )
 
 // addonChecks are the add-ons' part of Health. On a control plane: kube-proxy (and flannel) ready on
@@ -23,23 +23,23 @@ import (
 // the kube-dns Service from this node. That answer went through kube-proxy's rules on this node to a
 // CoreDNS pod, which knows the name only because it reached the API server through the kubernetes
 // Service from inside the pod network: one check for the Service path, DNS and a pod's way to the API.
-func (w *Workload) addonChecks(ctx context.Context) []server.Check {
+func (w *Workload) addonChecks(ctx context.Context) []health.Check {
 	c := w.config()
-	var checks []server.Check
+	var checks []health.Check
 	proxy := !c.Cluster.Proxy.Disabled
 	flannel := c.Cluster.Network.CNIOrDefault() == config.CNIFlannel
 	if w.controlPlane() {
 		if proxy {
 			msg, err := w.daemonSetReady(ctx, addons.KubeProxyDaemonSet)
-			checks = append(checks, server.Check{Name: "kube-proxy", Err: err, Message: msg})
+			checks = append(checks, health.Check{Name: "kube-proxy", Err: err, Message: msg})
 		}
 		if flannel {
 			msg, err := w.daemonSetReady(ctx, addons.FlannelDaemonSet)
-			checks = append(checks, server.Check{Name: "flannel", Err: err, Message: msg})
+			checks = append(checks, health.Check{Name: "flannel", Err: err, Message: msg})
 		}
 		if !c.Cluster.CoreDNS.Disabled {
 			msg, err := w.deploymentReady(ctx, addons.CoreDNSDeployment)
-			checks = append(checks, server.Check{Name: "coredns", Err: err, Message: msg})
+			checks = append(checks, health.Check{Name: "coredns", Err: err, Message: msg})
 		}
 	} else {
 		for _, a := range []struct {
@@ -49,13 +49,13 @@ func (w *Workload) addonChecks(ctx context.Context) []server.Check {
 		}{{proxy, "kube-proxy", addons.KubeProxySelector}, {flannel, "flannel", addons.FlannelSelector}} {
 			if a.on {
 				msg, err := w.ownPodReady(ctx, a.label)
-				checks = append(checks, server.Check{Name: a.name, Err: err, Message: msg})
+				checks = append(checks, health.Check{Name: a.name, Err: err, Message: msg})
 			}
 		}
 	}
 	if proxy && !c.Cluster.CoreDNS.Disabled {
 		msg, err := w.serviceDNS(ctx)
-		checks = append(checks, server.Check{Name: "service-dns", Err: err, Message: msg})
+		checks = append(checks, health.Check{Name: "service-dns", Err: err, Message: msg})
 	}
 	return checks
 }

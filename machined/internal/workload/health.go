@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/health"
 )
 
 // ErrNotRunning is returned before the node's Kubernetes has been set up; the API answers it with
@@ -25,21 +25,21 @@ func (notRunning) Precondition() {}
 var controlPlanePods = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
 // Health checks etcd, the API server, the control-plane pods, the node's readiness and the add-ons.
-func (w *Workload) Health(ctx context.Context) []server.Check {
+func (w *Workload) Health(ctx context.Context) []health.Check {
 	if w.Renderer() == nil {
-		return []server.Check{{Name: "kubernetes", Err: ErrNotRunning}}
+		return []health.Check{{Name: "kubernetes", Err: ErrNotRunning}}
 	}
 	name, _ := w.Identity()
 	if !w.controlPlane() {
-		return append([]server.Check{{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"}}, w.addonChecks(ctx)...)
+		return append([]health.Check{{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"}}, w.addonChecks(ctx)...)
 	}
-	checks := []server.Check{
+	checks := []health.Check{
 		{Name: "etcd", Err: w.EtcdHealthy(ctx), Message: "healthy"},
 		{Name: "apiserver", Err: w.APIServerReady(ctx), Message: "ready"},
 	}
 	msg, err := w.controlPlanePodsRunning(ctx)
-	checks = append(checks, server.Check{Name: "control-plane-pods", Err: err, Message: msg})
-	checks = append(checks, server.Check{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"})
+	checks = append(checks, health.Check{Name: "control-plane-pods", Err: err, Message: msg})
+	checks = append(checks, health.Check{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"})
 	return append(checks, w.addonChecks(ctx)...)
 }
 
