@@ -110,3 +110,30 @@ func TestMakeWithoutCgroup2(t *testing.T) {
 		t.Fatalf("Make on a directory that is no cgroup v2 root = %v, want it refused", err)
 	}
 }
+
+// containerd's group sits in the runtime's: the runtime's weight is what the pods compete with, and
+// the controllers are enabled in the runtime's group for its children.
+func TestMakeContainerdInRuntime(t *testing.T) {
+	root := fakeRoot(t, "cpu memory pids", "")
+	h := Hierarchy{Root: root}
+	if _, err := h.Make(Runtime()); err != nil {
+		t.Fatal(err)
+	}
+	// What the kernel does for a new group: it offers the controllers its parent enabled.
+	if err := os.WriteFile(filepath.Join(root, "runtime", "cgroup.controllers"), []byte("cpu memory pids"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := h.Make(Containerd())
+	if err != nil {
+		t.Fatalf("Make(Containerd()): %v", err)
+	}
+	if want := filepath.Join(root, "runtime", "containerd"); dir != want {
+		t.Errorf("Make(Containerd()) = %s, want %s", dir, want)
+	}
+	if got := read(t, filepath.Join(root, "runtime", "cpu.weight")); got != "25" {
+		t.Errorf("runtime cpu.weight = %q, want 25", got)
+	}
+	if got := read(t, filepath.Join(root, "runtime", "cgroup.subtree_control")); got != "+cpu +memory +pids" {
+		t.Errorf("runtime cgroup.subtree_control = %q, want the controllers enabled for containerd", got)
+	}
+}
