@@ -35,6 +35,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/sys"
 	"github.com/cairn-os/cairn/machined/internal/volumes"
 	"github.com/cairn-os/cairn/machined/internal/workload"
+	"google.golang.org/grpc"
 )
 
 // platform is what differs between a real node (PID 1) and sandbox mode.
@@ -126,8 +127,15 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	}
 	tokens := joinsvc.NewTokens(tokenStore, time.Now)
 	joinSvc.Issuer = &joinsvc.Issuer{Tokens: tokens, Config: func() *config.MachineConfig { return n.Machine() }, Members: wl.Members, Etcd: wl, Now: time.Now}
+	// A real machine's reboot or power-off lets the API answer first (see drainFirst); a sandbox node keeps
+	// its API across an in-process reboot.
+	var srv *grpc.Server
+	system := plat.system
+	if !plat.sandbox {
+		system = drainFirst{System: plat.system, drain: func(wait time.Duration) { stopGracefully(srv, wait) }}
+	}
 	n = node.New(node.Options{
-		Paths: layout, Bus: bus, Log: log, Sys: plat.system, API: creds, Sandbox: plat.sandbox,
+		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
 		Hooks: node.Hooks{Preflight: vols.Preflight, Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
@@ -145,7 +153,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 				return append(append(wl.StopTasks(), closeLogs), vols.StopTasks()...)
 			}},
 	})
-	srv := server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Certs: wl, Usage: statfs, JoinTokens: tokens,
+	srv = server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Certs: wl, Usage: statfs, JoinTokens: tokens,
 		JoinPort:  listenPort(o.joinListen, client.JoinPort),
 		LogSource: &logs.Source{Rings: services, PodLogs: layout.Join("var", "log", "pods")},
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
@@ -199,16 +207,25 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	case <-n.Finished():
 		log.Info("shut down")
 	case err := <-serveErr:
-		return fmt.Errorf("machine API: %w", err)
+		if err != nil {
+			return fmt.Errorf("machine API: %w", err)
+		}
+		// A reboot or power-off stopped the API (drainFirst); the machine goes down now.
+		<-n.Finished()
 	}
+	stopGracefully(srv, 5*time.Second)
+	return nil
+}
+
+// stopGracefully lets the API's calls end, and cuts those still open after wait.
+func stopGracefully(srv *grpc.Server, wait time.Duration) {
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait):
 		srv.Stop()
 	}
-	return nil
 }
 
 // sandboxSystem has no machine to reboot or power off: the node restarts in-process, or the process ends.
