@@ -145,6 +145,33 @@ func TestValidateFields(t *testing.T) {
 		{"static address", func(c *MachineConfig) {
 			c.Machine.Network.Interfaces = []Interface{{Name: "eth0", Addresses: []string{"10.5.0.2"}}}
 		}, "machine.network.interfaces[0].addresses[0]"},
+		{"static network", func(c *MachineConfig) {
+			c.Machine.Network = Network{Interfaces: []Interface{
+				{Name: "bond0", Bond: &Bond{Mode: BondActiveBackup, Interfaces: []string{"eth1", "eth2"}}},
+				{Name: "bond0.20", VLAN: &VLAN{Parent: "bond0", ID: 20}, Addresses: []string{"10.20.0.5/24"},
+					Routes: []Route{{Network: "10.30.0.0/16", Gateway: "10.20.0.1", Metric: 50}}},
+			}, Nameservers: []string{"10.20.0.53"}, Search: []string{"lab.example"}}
+		}, ""},
+		{"interface twice", func(c *MachineConfig) {
+			c.Machine.Network.Interfaces = []Interface{{Name: "eth0", DHCP: true}, {Name: "eth0", DHCP: true}}
+		}, "machine.network.interfaces[1].name"},
+		{"bond mode", func(c *MachineConfig) {
+			c.Machine.Network.Interfaces = []Interface{{Name: "bond0", Bond: &Bond{Mode: "balance-xor", Interfaces: []string{"eth1"}}}}
+		}, "machine.network.interfaces[0].bond.mode"},
+		{"bond member configured", func(c *MachineConfig) {
+			c.Machine.Network.Interfaces = []Interface{{Name: "eth1", DHCP: true},
+				{Name: "bond0", Bond: &Bond{Mode: BondLACP, Interfaces: []string{"eth1"}}}}
+		}, "machine.network.interfaces[1].bond.interfaces[0]"},
+		{"vlan id", func(c *MachineConfig) {
+			c.Machine.Network.Interfaces = []Interface{{Name: "eth0.5000", VLAN: &VLAN{Parent: "eth0", ID: 5000}}}
+		}, "machine.network.interfaces[0].vlan.id"},
+		{"route network", func(c *MachineConfig) {
+			c.Machine.Network.Interfaces = []Interface{{Name: "eth1", Routes: []Route{{Network: "10.30.0.0"}}}}
+		}, "machine.network.interfaces[0].routes[0].network"},
+		{"long interface name", func(c *MachineConfig) {
+			c.Machine.Network.Interfaces = []Interface{{Name: "averylonginterfacename", DHCP: true}}
+		}, "machine.network.interfaces[0].name"},
+		{"search domain", func(c *MachineConfig) { c.Machine.Network.Search = []string{"a b"} }, "machine.network.search[0]"},
 		{"dashed extra arg", func(c *MachineConfig) { c.Cluster.APIServer.ExtraArgs = map[string]string{"--v": "2"} }, "cluster.apiServer.extraArgs"},
 		{"malformed CA key", func(c *MachineConfig) { c.Cluster.Secrets.EtcdCA.Key = "junk" }, "cluster.secrets.etcdCA"},
 		{"bad bootstrap token", func(c *MachineConfig) { c.Cluster.Secrets.BootstrapToken = "abc" }, "cluster.secrets.bootstrapToken"},

@@ -65,19 +65,55 @@ type Registry struct {
 	Password string `yaml:"password,omitempty" json:"password,omitempty"`
 }
 
-// Network configures the node's interfaces. Without interfaces, every wired interface uses DHCP.
+// Network configures the node's interfaces. Without interfaces, every wired interface uses DHCP (or what
+// the kernel's ip= parameters say). A listed interface is configured exactly as written; the others keep
+// what the boot gave them.
 type Network struct {
-	Interfaces  []Interface `yaml:"interfaces,omitempty" json:"interfaces,omitempty"`
-	Nameservers []string    `yaml:"nameservers,omitempty" json:"nameservers,omitempty"`
+	Interfaces []Interface `yaml:"interfaces,omitempty" json:"interfaces,omitempty"`
+	// Nameservers, when set, are the node's resolvers; those a DHCP server offers are then not used.
+	Nameservers []string `yaml:"nameservers,omitempty" json:"nameservers,omitempty"`
+	// Search lists the resolver's search domains.
+	Search []string `yaml:"search,omitempty" json:"search,omitempty"`
 }
 
-// Interface is the static or DHCP configuration of one link.
+// Interface is the static or DHCP configuration of one link: a NIC of the machine, or a bond or a VLAN
+// that Cairn creates under this name.
 type Interface struct {
 	Name      string   `yaml:"name" json:"name"`
 	DHCP      bool     `yaml:"dhcp,omitempty" json:"dhcp,omitempty"`
 	Addresses []string `yaml:"addresses,omitempty" json:"addresses,omitempty"` // CIDR notation
 	Gateway   string   `yaml:"gateway,omitempty" json:"gateway,omitempty"`
 	MTU       int      `yaml:"mtu,omitempty" json:"mtu,omitempty"`
+	Routes    []Route  `yaml:"routes,omitempty" json:"routes,omitempty"`
+	// Bond makes this interface a bond of other NICs (which then carry no configuration of their own).
+	Bond *Bond `yaml:"bond,omitempty" json:"bond,omitempty"`
+	// VLAN makes this interface a tagged VLAN on another interface (a NIC or a bond).
+	VLAN *VLAN `yaml:"vlan,omitempty" json:"vlan,omitempty"`
+}
+
+// Route sends traffic for Network through Gateway (or straight out of the interface when Gateway is empty).
+type Route struct {
+	Network string `yaml:"network" json:"network"` // CIDR notation; 0.0.0.0/0 is a default route
+	Gateway string `yaml:"gateway,omitempty" json:"gateway,omitempty"`
+	Metric  int    `yaml:"metric,omitempty" json:"metric,omitempty"`
+}
+
+// Bond modes Cairn creates.
+const (
+	BondActiveBackup = "active-backup"
+	BondLACP         = "802.3ad"
+)
+
+// Bond lists a bond's member NICs and its mode.
+type Bond struct {
+	Mode       string   `yaml:"mode" json:"mode"` // active-backup or 802.3ad
+	Interfaces []string `yaml:"interfaces" json:"interfaces"`
+}
+
+// VLAN is a VLAN's parent interface and tag.
+type VLAN struct {
+	Parent string `yaml:"parent" json:"parent"`
+	ID     int    `yaml:"id" json:"id"` // 1..4094
 }
 
 // Disks says which disk holds each of Cairn's volumes.

@@ -136,10 +136,65 @@ func validateSecrets(path string, s *Secrets, e *Errors) {
 }
 
 func validateNetwork(n *Network, e *Errors) {
+	names := map[string]bool{}
+	members := map[string]string{} // NIC -> the bond it belongs to
+	seen := map[string]bool{}
+	for _, itf := range n.Interfaces {
+		names[itf.Name] = true
+	}
 	for i, itf := range n.Interfaces {
 		p := indexPath("machine.network.interfaces", i)
 		if itf.Name == "" {
 			e.add(p+".name", "must be set")
+		} else if len(itf.Name) > 15 || strings.ContainsAny(itf.Name, "/: \t") {
+			e.add(p+".name", "%q is not a Linux interface name (at most 15 characters, no '/', ':' or spaces)", itf.Name)
+		}
+		if seen[itf.Name] {
+			e.add(p+".name", "%q is listed twice", itf.Name)
+		}
+		seen[itf.Name] = true
+		if itf.Bond != nil && itf.VLAN != nil {
+			e.add(p, "set either bond or vlan, not both")
+		}
+		if b := itf.Bond; b != nil {
+			if b.Mode != BondActiveBackup && b.Mode != BondLACP {
+				e.add(p+".bond.mode", "%q: Cairn creates %s or %s bonds", b.Mode, BondActiveBackup, BondLACP)
+			}
+			if len(b.Interfaces) == 0 {
+				e.add(p+".bond.interfaces", "list the NICs the bond is made of")
+			}
+			for j, m := range b.Interfaces {
+				mp := indexPath(p+".bond.interfaces", j)
+				switch {
+				case names[m]:
+					e.add(mp, "%q is configured in machine.network.interfaces too: a bond's member carries no configuration of its own", m)
+				case members[m] != "":
+					e.add(mp, "%q is already a member of bond %q", m, members[m])
+				}
+				members[m] = itf.Name
+			}
+		}
+		if v := itf.VLAN; v != nil {
+			if v.ID < 1 || v.ID > 4094 {
+				e.add(p+".vlan.id", "%d is outside 1..4094", v.ID)
+			}
+			if v.Parent == "" {
+				e.add(p+".vlan.parent", "must name the interface the VLAN is on")
+			} else if v.Parent == itf.Name {
+				e.add(p+".vlan.parent", "a VLAN cannot be its own parent")
+			}
+		}
+		for j, r := range itf.Routes {
+			rp := indexPath(p+".routes", j)
+			if _, err := netip.ParsePrefix(r.Network); err != nil {
+				e.add(rp+".network", "%q is not a network in CIDR notation such as 10.20.0.0/16", r.Network)
+			}
+			if r.Gateway != "" && net.ParseIP(r.Gateway) == nil {
+				e.add(rp+".gateway", "%q is not an IP address", r.Gateway)
+			}
+			if r.Metric < 0 {
+				e.add(rp+".metric", "%d is negative", r.Metric)
+			}
 		}
 		if itf.DHCP && len(itf.Addresses) > 0 {
 			e.add(p+".addresses", "set either dhcp or static addresses, not both")
@@ -159,6 +214,11 @@ func validateNetwork(n *Network, e *Errors) {
 	for i, ns := range n.Nameservers {
 		if net.ParseIP(ns) == nil {
 			e.add(indexPath("machine.network.nameservers", i), "%q is not an IP address", ns)
+		}
+	}
+	for i, d := range n.Search {
+		if d == "" || strings.ContainsAny(d, " \t/") || len(d) > 253 {
+			e.add(indexPath("machine.network.search", i), "%q is not a domain name", d)
 		}
 	}
 }
