@@ -14,21 +14,40 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// Configurator applies plans with netlink and keeps DHCP leases.
+// Configurator applies plans with netlink and keeps DHCP leases. The boot applies the plan of the kernel's
+// command line; a configured node applies its machine config's over it (Init, Join, every start).
 type Configurator struct {
 	Log *slog.Logger
 	// OnChange is called after addresses or nameservers change (to rewrite resolv.conf and hosts).
 	OnChange func()
+	// NL is the netlink handle to work through; nil means the process's network namespace.
+	NL *netlink.Handle
+	// LoadModules loads kernel modules by name before a bond or a VLAN is made (there is no modprobe for
+	// the kernel to call); nil when the kernel loads them itself.
+	LoadModules func(names ...string)
 
 	mu           sync.Mutex
 	addrs        map[string][]netip.Prefix
-	dns          []netip.Addr
+	leased       map[string][]netip.Prefix     // the addresses DHCP gave, by interface
+	dhcpStop     map[string]context.CancelFunc // the interfaces DHCP runs on
+	static       map[string]bool               // interfaces whose addresses were given
+	dns          []netip.Addr                  // from DHCP and ip=
+	configDNS    []netip.Addr                  // from the machine config: replace dns when set
+	search       []string
+	problems     []string
 	defaultIface string
+}
+
+func (c *Configurator) nl() *netlink.Handle {
+	if c.NL != nil {
+		return c.NL
+	}
+	return &netlink.Handle{} // netlink's own package functions use such a handle: the current namespace
 }
 
 // Links lists the machine's interfaces.
 func (c *Configurator) Links() ([]Link, error) {
-	ls, err := netlink.LinkList()
+	ls, err := c.nl().LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -45,35 +64,60 @@ func (c *Configurator) Links() ([]Link, error) {
 
 // Apply brings links up, sets static addresses and routes, and starts DHCP where planned. It waits up to
 // wait for the first leases, then leaves DHCP running in the background under ctx.
+//
+// Apply can run again with a new plan (the machine config's): it is idempotent for what is already so,
+// stops DHCP where the new plan has none (removing the addresses DHCP gave), and creates the plan's bonds
+// and VLANs. What fails is returned and kept for Problems; the rest of the plan still applies.
 func (c *Configurator) Apply(ctx context.Context, p Plan, wait time.Duration) error {
+	nl := c.nl()
 	c.mu.Lock()
 	if c.addrs == nil {
-		c.addrs = map[string][]netip.Prefix{}
+		c.addrs, c.leased, c.dhcpStop, c.static = map[string][]netip.Prefix{}, map[string][]netip.Prefix{}, map[string]context.CancelFunc{}, map[string]bool{}
 	}
-	c.dns = append(c.dns, p.Nameservers...)
+	if p.OwnDNS {
+		c.configDNS = append([]netip.Addr(nil), p.Nameservers...)
+	} else {
+		for _, a := range p.Nameservers {
+			c.dns = appendUnique(c.dns, a)
+		}
+	}
+	c.search = append([]string(nil), p.Search...)
+	c.problems = append([]string(nil), p.Problems...)
 	c.mu.Unlock()
-	if lo, err := netlink.LinkByName("lo"); err == nil {
-		if err := netlink.LinkSetUp(lo); err != nil {
+	if lo, err := nl.LinkByName("lo"); err == nil {
+		if err := nl.LinkSetUp(lo); err != nil {
 			return fmt.Errorf("bring lo up: %w", err)
 		}
 	}
 	var errs []error
 	var leases sync.WaitGroup
 	for _, itf := range p.Ifaces {
-		link, err := netlink.LinkByName(itf.Name)
+		if itf.Bond != nil || itf.VLAN != nil {
+			if err := c.makeLink(itf); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		link, err := nl.LinkByName(itf.Name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", itf.Name, err))
 			continue
 		}
-		if itf.MTU > 0 {
-			if err := netlink.LinkSetMTU(link, itf.MTU); err != nil {
+		if !itf.DHCP {
+			c.stopDHCP(link)
+		}
+		if itf.MTU > 0 && link.Attrs().MTU != itf.MTU {
+			if err := nl.LinkSetMTU(link, itf.MTU); err != nil {
 				errs = append(errs, fmt.Errorf("%s: set MTU %d: %w", itf.Name, itf.MTU, err))
 			}
 		}
-		if err := netlink.LinkSetUp(link); err != nil {
+		if err := nl.LinkSetUp(link); err != nil {
 			errs = append(errs, fmt.Errorf("%s: bring up: %w", itf.Name, err))
 			continue
 		}
+		c.mu.Lock()
+		c.static[itf.Name] = itf.Static
+		c.mu.Unlock()
 		for _, a := range itf.Addrs {
 			if err := c.addAddr(link, a); err != nil {
 				errs = append(errs, err)
@@ -84,11 +128,13 @@ func (c *Configurator) Apply(ctx context.Context, p Plan, wait time.Duration) er
 				errs = append(errs, err)
 			}
 		}
-		if itf.DHCP {
-			first := make(chan struct{})
-			leases.Add(1)
-			go func() { <-first; leases.Done() }()
-			go c.dhcp(ctx, itf.Name, first)
+		for _, r := range itf.Routes {
+			if err := c.route(link, r); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if itf.DHCP && c.startDHCP(ctx, itf.Name, &leases) {
+			c.Log.Info("DHCP started", "interface", itf.Name)
 		}
 	}
 	done := make(chan struct{})
@@ -98,13 +144,76 @@ func (c *Configurator) Apply(ctx context.Context, p Plan, wait time.Duration) er
 	case <-time.After(wait):
 		c.Log.Warn("DHCP has not answered yet; it goes on in the background", "waited", wait)
 	}
+	c.mu.Lock()
+	for _, err := range errs {
+		c.problems = append(c.problems, err.Error())
+	}
+	c.mu.Unlock()
 	c.changed()
 	return errors.Join(errs...)
 }
 
+// startDHCP starts keeping a lease on iface unless that runs already; leases is done at the first lease.
+func (c *Configurator) startDHCP(ctx context.Context, iface string, leases *sync.WaitGroup) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dhcpStop[iface] != nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c.dhcpStop[iface] = cancel
+	first := make(chan struct{})
+	leases.Add(1)
+	go func() {
+		select {
+		case <-first:
+		case <-ctx.Done():
+		}
+		leases.Done()
+	}()
+	go c.dhcp(ctx, iface, first)
+	return true
+}
+
+// stopDHCP ends DHCP on link, if it runs there, and removes the addresses it gave.
+func (c *Configurator) stopDHCP(link netlink.Link) {
+	name := link.Attrs().Name
+	c.mu.Lock()
+	stop, leased := c.dhcpStop[name], c.leased[name]
+	delete(c.dhcpStop, name)
+	delete(c.leased, name)
+	c.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	for _, a := range leased {
+		if err := c.nl().AddrDel(link, netlinkAddr(a)); err != nil {
+			c.Log.Warn("remove DHCP address", "interface", name, "address", a, "error", err)
+		}
+		c.forget(name, a)
+	}
+	c.Log.Info("DHCP stopped: the machine config configures this interface", "interface", name, "removed", leased)
+}
+
+func (c *Configurator) forget(iface string, a netip.Prefix) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := c.addrs[iface][:0]
+	for _, have := range c.addrs[iface] {
+		if have != a {
+			kept = append(kept, have)
+		}
+	}
+	c.addrs[iface] = kept
+}
+
+func netlinkAddr(a netip.Prefix) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
+}
+
 func (c *Configurator) addAddr(link netlink.Link, a netip.Prefix) error {
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
-	if err := netlink.AddrReplace(link, addr); err != nil {
+	if err := c.nl().AddrReplace(link, netlinkAddr(a)); err != nil {
 		return fmt.Errorf("%s: add %s: %w", link.Attrs().Name, a, err)
 	}
 	c.mu.Lock()
@@ -124,7 +233,7 @@ func (c *Configurator) addAddr(link netlink.Link, a netip.Prefix) error {
 func (c *Configurator) defaultRoute(link netlink.Link, gw netip.Addr) error {
 	_, all, _ := net.ParseCIDR("0.0.0.0/0")
 	r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: all, Gw: gw.AsSlice()}
-	if err := netlink.RouteReplace(r); err != nil {
+	if err := c.nl().RouteReplace(r); err != nil {
 		return fmt.Errorf("%s: default route via %s: %w", link.Attrs().Name, gw, err)
 	}
 	c.mu.Lock()
@@ -179,14 +288,19 @@ func (c *Configurator) lease(ctx context.Context, iface string) (time.Duration, 
 	if ones == 0 {
 		ones = 24
 	}
-	link, err := netlink.LinkByName(iface)
+	link, err := c.nl().LinkByName(iface)
 	if err != nil {
 		return 0, err
 	}
-	if err := c.addAddr(link, netip.PrefixFrom(ip, ones)); err != nil {
+	if ctx.Err() != nil {
+		return 0, ctx.Err() // stopped while asking: the interface is configured otherwise now
+	}
+	leasedAddr := netip.PrefixFrom(ip, ones)
+	if err := c.addAddr(link, leasedAddr); err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
+	c.leased[iface] = appendUniquePrefix(c.leased[iface], leasedAddr)
 	haveDefault := c.defaultIface != ""
 	for _, d := range ack.DNS() {
 		if a, ok := netip.AddrFromSlice(d.To4()); ok {
@@ -221,19 +335,41 @@ func (c *Configurator) changed() {
 // State is a snapshot of what is configured.
 type State struct {
 	Addrs        map[string][]netip.Prefix
+	Static       map[string]bool // interfaces whose addresses were given (ip= or the config)
 	Nameservers  []netip.Addr
+	Search       []string
 	DefaultIface string
+	// Problems are what the last plan could not do (a missing NIC, a refused address).
+	Problems []string
 }
 
-// State reports the configured addresses, nameservers and the default route's interface.
+// State reports the configured addresses, the resolvers, the default route's interface and what the
+// last plan could not do.
 func (c *Configurator) State() State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := State{Addrs: map[string][]netip.Prefix{}, Nameservers: append([]netip.Addr(nil), c.dns...), DefaultIface: c.defaultIface}
+	dns := c.dns
+	if len(c.configDNS) > 0 {
+		dns = c.configDNS
+	}
+	s := State{Addrs: map[string][]netip.Prefix{}, Static: map[string]bool{}, Nameservers: append([]netip.Addr(nil), dns...),
+		Search: append([]string(nil), c.search...), DefaultIface: c.defaultIface, Problems: append([]string(nil), c.problems...)}
 	for k, v := range c.addrs {
 		s.Addrs[k] = append([]netip.Prefix(nil), v...)
 	}
+	for k, v := range c.static {
+		s.Static[k] = v
+	}
 	return s
+}
+
+func appendUniquePrefix(list []netip.Prefix, a netip.Prefix) []netip.Prefix {
+	for _, x := range list {
+		if x == a {
+			return list
+		}
+	}
+	return append(list, a)
 }
 
 func appendUnique(list []netip.Addr, a netip.Addr) []netip.Addr {

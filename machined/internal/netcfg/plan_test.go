@@ -29,7 +29,9 @@ func TestMake(t *testing.T) {
 		noAuto bool
 		cfg    *config.Network
 		want   []Iface
-		bad    string
+		// problems are what the plan cannot do on this machine
+		problems []string
+		bad      string
 	}{
 		{name: "DHCP everywhere by default", want: []Iface{{Name: "eth0", DHCP: true}, {Name: "eth1", DHCP: true}}},
 		{name: "ip= names eth1, eth0 keeps DHCP", ips: ipArg(t, "10.5.0.3::10.5.0.1:24::eth1:none"),
@@ -41,6 +43,31 @@ func TestMake(t *testing.T) {
 			cfg:  &config.Network{Interfaces: []config.Interface{{Name: "eth1", Addresses: []string{"192.168.1.9/24"}, MTU: 1400}}},
 			want: []Iface{{Name: "eth0", DHCP: true}, {Name: "eth1", Addrs: []netip.Prefix{pfx("192.168.1.9/24")}, MTU: 1400, Static: true}}},
 		{name: "unknown device", ips: ipArg(t, "10.5.0.3:::::eth7:none"), bad: "no interface eth7"},
+		{name: "bond of both NICs with a VLAN on it, routes",
+			cfg: &config.Network{Interfaces: []config.Interface{
+				{Name: "bond0.7", VLAN: &config.VLAN{Parent: "bond0", ID: 7}, Addresses: []string{"10.7.0.2/24"},
+					Routes: []config.Route{{Network: "10.70.1.9/16", Gateway: "10.7.0.1", Metric: 20}, {Network: "10.71.0.0/16"}}},
+				{Name: "bond0", Bond: &config.Bond{Mode: config.BondActiveBackup, Interfaces: []string{"eth0", "eth1"}}, DHCP: true},
+			}},
+			want: []Iface{{Name: "eth0"}, {Name: "eth1"},
+				{Name: "bond0", DHCP: true, Bond: &Bond{Mode: "active-backup", Members: []string{"eth0", "eth1"}}},
+				{Name: "bond0.7", VLAN: &VLAN{Parent: "bond0", ID: 7}, Addrs: []netip.Prefix{pfx("10.7.0.2/24")}, Static: true,
+					Routes: []Route{{Dst: pfx("10.70.0.0/16"), Gateway: netip.MustParseAddr("10.7.0.1"), Metric: 20}, {Dst: pfx("10.71.0.0/16")}}},
+			}},
+		{name: "a NIC this machine lacks is a problem, not a failure",
+			cfg: &config.Network{Interfaces: []config.Interface{{Name: "eth9", DHCP: true},
+				{Name: "eth1", Addresses: []string{"10.5.0.9/24"}}}},
+			want:     []Iface{{Name: "eth0", DHCP: true}, {Name: "eth1", Addrs: []netip.Prefix{pfx("10.5.0.9/24")}, Static: true}},
+			problems: []string{"machine.network.interfaces[0]: no interface eth9 (have [eth0 eth1])"}},
+		{name: "a bond whose NICs are all missing",
+			cfg: &config.Network{Interfaces: []config.Interface{
+				{Name: "bond1", Bond: &config.Bond{Mode: config.BondLACP, Interfaces: []string{"eth5"}}},
+				{Name: "bond1.3", VLAN: &config.VLAN{Parent: "eth6", ID: 3}}}},
+			want: []Iface{{Name: "eth0", DHCP: true}, {Name: "eth1", DHCP: true}},
+			problems: []string{
+				"machine.network.interfaces[0].bond.interfaces[0]: no interface eth5 (have [eth0 eth1])",
+				"machine.network.interfaces[0]: bond bond1 has none of its interfaces on this machine",
+				"machine.network.interfaces[1].vlan.parent: no interface eth6 (have [eth0 eth1])"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,6 +84,9 @@ func TestMake(t *testing.T) {
 			if diff := cmp.Diff(tc.want, p.Ifaces, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 				cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 				t.Errorf("Make() (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.problems, p.Problems); diff != "" {
+				t.Errorf("Make() problems (-want +got):\n%s", diff)
 			}
 		})
 	}
