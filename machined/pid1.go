@@ -2,22 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/cmdline"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
@@ -78,13 +76,19 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	if p.Hostname == "" {
 		p.Hostname = plan.Hostname
 	}
-	et := &etcFiles{log: log, cfgr: cfgr, plan: plan}
+	et := &etcFiles{log: log, cfgr: cfgr}
 	cfgr.OnChange = et.write
 	if err := cfgr.Apply(context.Background(), plan, 5*time.Second); err != nil {
 		log.Warn("network", "error", err)
 	}
 	addresses := func() []net.IP { return et.addresses() }
+	// A bond or a VLAN needs its driver, and there is no modprobe for the kernel to ask.
+	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
 	plat := platform{
+		netState: cfgr,
+		network: func(_ context.Context, c *config.MachineConfig) error {
+			return applyNetworkConfig(cfgr, p.IP, ipOff, &c.Machine.Network, log)
+		},
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
 		payload:      nodePayload(sys.Mounter{}),
 		bind:         sys.Bind,
@@ -142,81 +146,23 @@ func kernelRelease() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-// etcFiles keeps /etc/hostname, /etc/hosts and /etc/resolv.conf current with the network and the
-// node's name.
-type etcFiles struct {
-	log   *slog.Logger
-	cfgr  *netcfg.Configurator
-	plan  netcfg.Plan
-	mu    sync.Mutex
-	name  string
-	extra map[string][]netip.Addr
-}
-
-// setExtra publishes discovery names (the API endpoint's and the control planes').
-func (e *etcFiles) setExtra(names map[string][]netip.Addr) {
-	e.mu.Lock()
-	e.extra = names
-	e.mu.Unlock()
-	e.write()
-}
-
-func (e *etcFiles) setHostname(name string) {
-	e.mu.Lock()
-	e.name = name
-	e.mu.Unlock()
-	if err := sys.SetHostname(name); err != nil {
-		e.log.Warn("hostname", "error", err)
+// applyNetworkConfig lays the machine config's network over the boot's. Its DHCP lives as long as the
+// process, not the sequence that applied it. What this machine cannot do is logged (the console) and kept
+// for status; it does not stop the sequence: the node stays reachable on what works.
+func applyNetworkConfig(cfgr *netcfg.Configurator, ips []cmdline.IPConfig, ipOff bool, c *config.Network, log *slog.Logger) error {
+	links, err := cfgr.Links()
+	if err != nil {
+		return err
 	}
-	e.write()
-}
-
-func (e *etcFiles) write() {
-	st := e.cfgr.State()
-	var self netip.Addr
-	if a := e.addresses(); len(a) > 0 {
-		self, _ = netip.AddrFromSlice(a[0].To4())
+	plan, err := netcfg.Make(links, ips, ipOff, c)
+	if err != nil {
+		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	// In place, not by rename: kubelet bind-mounts these files into pods, and a rename would leave them
-	// on the old inode.
-	errs := []error{
-		os.WriteFile("/etc/hostname", []byte(e.name+"\n"), 0o644),
-		os.WriteFile("/etc/hosts", netcfg.Hosts(e.name, self, e.extra), 0o644),
-		os.WriteFile("/etc/resolv.conf", netcfg.ResolvConf(st.Nameservers, nil), 0o644),
+	if err := cfgr.Apply(context.Background(), plan, 5*time.Second); err != nil {
+		log.Warn("network config: part of it could not be applied", "error", err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		e.log.Warn("write /etc", "error", err)
+	for _, p := range plan.Problems {
+		log.Warn("network config: not applied", "problem", p)
 	}
-}
-
-// addresses lists the node's configured addresses: static ones first (on a VM with a NAT NIC and a
-// cluster NIC, the NAT address is the same on every node), then the default route's interface.
-func (e *etcFiles) addresses() []net.IP {
-	st := e.cfgr.State()
-	static := map[string]bool{}
-	for _, itf := range e.plan.Ifaces {
-		static[itf.Name] = itf.Static
-	}
-	names := make([]string, 0, len(st.Addrs))
-	for n := range st.Addrs {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if static[names[i]] != static[names[j]] {
-			return static[names[i]]
-		}
-		if (names[i] == st.DefaultIface) != (names[j] == st.DefaultIface) {
-			return names[i] == st.DefaultIface
-		}
-		return names[i] < names[j]
-	})
-	var out []net.IP
-	for _, n := range names {
-		for _, p := range st.Addrs[n] {
-			out = append(out, p.Addr().AsSlice())
-		}
-	}
-	return out
+	return nil
 }

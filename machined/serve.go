@@ -51,6 +51,10 @@ type platform struct {
 	hostname func(string)
 	// hosts publishes discovery names into /etc/hosts (nil in sandbox mode: the host's is not ours).
 	hosts func(map[string][]netip.Addr)
+	// network applies the machine config's network, and netState reports the network in Status (both nil:
+	// the node does not own the network, sandbox).
+	network  func(ctx context.Context, c *config.MachineConfig) error
+	netState server.Network
 	// beforeBoot runs after the API listens and before the node's boot sequence (sandbox mode copies the
 	// host's resolver files there).
 	beforeBoot func()
@@ -138,7 +142,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
-		Hooks: node.Hooks{Preflight: vols.Preflight, Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
+		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {
 				return append(vols.Hook(c, seq, stateAt), sequence.Task{Name: "log-files", Run: func(context.Context) error {
@@ -160,7 +164,8 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
 			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
 		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
-		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}},
+		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{},
+		Network: plat.netState},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -80,6 +80,9 @@ func newStatus(g *globals) *cobra.Command {
 				if s.Sandbox {
 					row("sandbox", "yes")
 				}
+				if n := s.Network; n != nil && len(n.Problems) > 0 {
+					row("network", fmt.Sprintf("%d part(s) of machine.network not applied: see cairnctl network", len(n.Problems)))
+				}
 				row("last error", s.LastError)
 				return w.Flush()
 			})

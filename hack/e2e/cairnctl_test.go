@@ -88,6 +88,7 @@ func redact(args []string) string {
 type node struct {
 	Name        string      `json:"name"`
 	Role        string      `json:"role"`
+	Address     string      `json:"address"` // on the cluster L2
 	Token       string      `json:"token"`
 	Ports       map[int]int `json:"ports"`
 	Dir         string      `json:"dir"`

@@ -33,6 +33,8 @@ var RootfsModules = []string{
 	// and portmap delete stale conntrack entries over ctnetlink.
 	"nft_numgen", "nft_fib_ipv4", "nft_fib_ipv6", "nft_reject_ipv4", "nft_reject_ipv6", "nft_objref",
 	"nf_conntrack_netlink",
+	// Bonds and VLANs of machine.network (loaded when the config asks for one).
+	"bonding", "8021q",
 	// QEMU's fw_cfg in sysfs: how the iso and raw modes pass per-node kernel arguments (see
 	// cairnctl/internal/qemu.FwCfgCmdline).
 	"qemu_fw_cfg",

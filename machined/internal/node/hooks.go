@@ -14,6 +14,11 @@ type Hooks struct {
 	// Preflight checks a config against the machine before the node lock is taken (the disk plan), so a
 	// refused Init or Join changes nothing.
 	Preflight func(ctx context.Context, c *config.MachineConfig) error
+	// Network applies the machine config's network (addresses, routes, bonds, VLANs, resolvers) over what
+	// the boot configured. It runs in Init, Join and Start right after the API switches to mutual TLS;
+	// what it cannot apply it reports (status, console) without failing the sequence, so the node stays
+	// reachable on what works. Nil where the node does not own the network (sandbox mode).
+	Network func(ctx context.Context, c *config.MachineConfig) error
 	// Storage plans, formats and mounts the node's volumes. It runs first in Init, Join and Start, before
 	// anything is written to STATE. Its tasks call stateAt with the directory STATE lives in once they
 	// know it (found or mounted).
@@ -37,6 +42,13 @@ func (h Hooks) storage(c *config.MachineConfig, seq fsm.Sequence, stateAt func(d
 		return nil
 	}
 	return h.Storage(c, seq, stateAt)
+}
+
+func (h Hooks) network(c *config.MachineConfig) []sequence.Task {
+	if h.Network == nil {
+		return nil
+	}
+	return []sequence.Task{{Name: "network", Run: func(ctx context.Context) error { return h.Network(ctx, c) }}}
 }
 
 func (h Hooks) workload(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task {

@@ -540,3 +540,36 @@ func TestRebootRenewsTheMachineCertificate(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkAppliesOnEveryStartAfterMutualTLS checks that the machine config's network is applied in
+// Init and again at each start, only once the API answers with mutual TLS (a node never changes its
+// addresses while it still takes the bootstrap token).
+func TestNetworkAppliesOnEveryStartAfterMutualTLS(t *testing.T) {
+	c := testcluster.New(t)
+	var applied atomic.Int32
+	var api *fakeAPI
+	h := start(t, t.TempDir(), func(o *Options) {
+		api = o.API.(*fakeAPI)
+		o.Hooks.Network = func(_ context.Context, cfg *config.MachineConfig) error {
+			if mtls, _ := api.state(); !mtls {
+				t.Error("the network was applied before the API switched to mutual TLS")
+			}
+			if cfg == nil || cfg.Cluster.Name != "test" {
+				t.Errorf("Network hook got config %+v, want the node's", cfg)
+			}
+			applied.Add(1)
+			return nil
+		}
+	})
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if got := applied.Load(); got != 2 {
+		t.Errorf("network applied %d times, want 2 (Init, the start after the reboot)", got)
+	}
+}

@@ -56,6 +56,8 @@ type Server struct {
 	Memory func(pid int) proc.Memory
 	// Profiles are machined's own runtime profiles (nil: Unimplemented).
 	Profiles Profiler
+	// Network is the node's network configurator (nil in sandbox mode: the network is the host's).
+	Network Network
 }
 
 // Build identifies the running binary.
@@ -104,6 +106,9 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 	if s.Memory != nil {
 		m := s.Memory(0)
 		r.MachinedRssBytes, r.MachinedRssAnonBytes, r.MachinedRssFileBytes = m.RSS, m.Anon, m.File
+	}
+	if s.Network != nil {
+		r.Network = networkStatus(s.Network)
 	}
 	return r, nil
 }

@@ -1,0 +1,95 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-os/cairn/api/config"
+)
+
+// networkStatus is the JSON of `cairnctl network -o json`.
+type networkStatus struct {
+	Links []struct {
+		Name      string   `json:"name"`
+		Addresses []string `json:"addresses"`
+		Static    bool     `json:"static"`
+	} `json:"links"`
+	Routes      []string `json:"routes"`
+	Nameservers []string `json:"nameservers"`
+	Search      []string `json:"search"`
+	Problems    []string `json:"problems"`
+}
+
+// withNetworkConfig writes a copy of the node config at src whose machine.network gives the cluster NIC
+// (eth1, 10.5.0.x from ip=) a second static address and a route, sets the resolver and a search domain,
+// and names a NIC the VM does not have. eth0, QEMU's user network that carries the machine API, is left
+// to DHCP.
+func withNetworkConfig(t *testing.T, src, addr string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Machine.Network = config.Network{
+		Interfaces: []config.Interface{
+			{Name: "eth1", Addresses: []string{addr + "/24", "10.5.7.2/24"},
+				Routes: []config.Route{{Network: "10.77.0.0/16", Gateway: "10.5.7.1", Metric: 30}}},
+			{Name: "eth7", DHCP: true},
+		},
+		Nameservers: []string{"10.0.2.3"}, // QEMU's resolver, the one DHCP gives
+		Search:      []string{"cairn.test"},
+	}
+	out, err := config.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "network.yaml")
+	if err := os.WriteFile(dst, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// checkNetworkConfig reads the node's network through `cairnctl network` and checks that the config's
+// addresses, route, resolver and search domain are in force, and the missing NIC is reported.
+func checkNetworkConfig(t *testing.T, mtls []string, addr string) {
+	var n networkStatus
+	ctlJSON(t, &n, append(mtls, "network")...)
+	t.Logf("cairnctl network: %+v", n)
+	var eth1 []string
+	for _, l := range n.Links {
+		if l.Name == "eth1" {
+			eth1 = l.Addresses
+			if !l.Static {
+				t.Errorf("eth1 is not reported static: %+v", l)
+			}
+		}
+	}
+	for _, want := range []string{addr + "/24", "10.5.7.2/24"} {
+		if !slices.Contains(eth1, want) {
+			t.Errorf("eth1 addresses = %v, want %s among them", eth1, want)
+		}
+	}
+	if !slices.Contains(n.Routes, "10.77.0.0/16 via 10.5.7.1 dev eth1 metric 30") {
+		t.Errorf("routes = %q, want 10.77.0.0/16 via 10.5.7.1 dev eth1 metric 30", n.Routes)
+	}
+	if !slices.Equal(n.Nameservers, []string{"10.0.2.3"}) || !slices.Equal(n.Search, []string{"cairn.test"}) {
+		t.Errorf("resolvers %v, search %v; want [10.0.2.3] and [cairn.test]", n.Nameservers, n.Search)
+	}
+	if len(n.Problems) != 1 || !strings.Contains(n.Problems[0], "machine.network.interfaces[1]: no interface eth7") {
+		t.Errorf("problems = %q, want the missing eth7 reported as machine.network.interfaces[1]", n.Problems)
+	}
+	if out := mustCtl(t, time.Minute, append(mtls, "status")...); !strings.Contains(out, "1 part(s) of machine.network not applied") {
+		t.Errorf("status does not mention the network config's problem:\n%s", out)
+	}
+}
