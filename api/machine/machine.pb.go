@@ -2609,6 +2609,7 @@ type EtcdMember struct {
 	PeerUrls      []string               `protobuf:"bytes,3,rep,name=peer_urls,json=peerUrls,proto3" json:"peer_urls,omitempty"`
 	ClientUrls    []string               `protobuf:"bytes,4,rep,name=client_urls,json=clientUrls,proto3" json:"client_urls,omitempty"`
 	IsLearner     bool                   `protobuf:"varint,5,opt,name=is_learner,json=isLearner,proto3" json:"is_learner,omitempty"`
+	IsLeader      bool                   `protobuf:"varint,6,opt,name=is_leader,json=isLeader,proto3" json:"is_leader,omitempty"` // leads the cluster, as the answering node's member knows it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2678,6 +2679,109 @@ func (x *EtcdMember) GetIsLearner() bool {
 	return false
 }
 
+func (x *EtcdMember) GetIsLeader() bool {
+	if x != nil {
+		return x.IsLeader
+	}
+	return false
+}
+
+type EtcdRemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"` // a name or a hex ID, as EtcdMembers shows them
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EtcdRemoveMemberRequest) Reset() {
+	*x = EtcdRemoveMemberRequest{}
+	mi := &file_machine_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtcdRemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtcdRemoveMemberRequest) ProtoMessage() {}
+
+func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtcdRemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*EtcdRemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *EtcdRemoveMemberRequest) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+type EtcdRemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Removed       *EtcdMember            `protobuf:"bytes,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	Members       []*EtcdMember          `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"` // the members afterwards
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EtcdRemoveMemberResponse) Reset() {
+	*x = EtcdRemoveMemberResponse{}
+	mi := &file_machine_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtcdRemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtcdRemoveMemberResponse) ProtoMessage() {}
+
+func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtcdRemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*EtcdRemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *EtcdRemoveMemberResponse) GetRemoved() *EtcdMember {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *EtcdRemoveMemberResponse) GetMembers() []*EtcdMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 type CertificatesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2686,7 +2790,7 @@ type CertificatesRequest struct {
 
 func (x *CertificatesRequest) Reset() {
 	*x = CertificatesRequest{}
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2802,7 @@ func (x *CertificatesRequest) String() string {
 func (*CertificatesRequest) ProtoMessage() {}
 
 func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2815,7 @@ func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesRequest.ProtoReflect.Descriptor instead.
 func (*CertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{45}
+	return file_machine_proto_rawDescGZIP(), []int{47}
 }
 
 type CertificatesResponse struct {
@@ -2724,7 +2828,7 @@ type CertificatesResponse struct {
 
 func (x *CertificatesResponse) Reset() {
 	*x = CertificatesResponse{}
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2840,7 @@ func (x *CertificatesResponse) String() string {
 func (*CertificatesResponse) ProtoMessage() {}
 
 func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2853,7 @@ func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesResponse.ProtoReflect.Descriptor instead.
 func (*CertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{46}
+	return file_machine_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CertificatesResponse) GetCertificates() []*Certificate {
@@ -2781,7 +2885,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2897,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2910,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{47}
+	return file_machine_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Certificate) GetName() string {
@@ -2866,7 +2970,7 @@ type EtcdSnapshotRequest struct {
 
 func (x *EtcdSnapshotRequest) Reset() {
 	*x = EtcdSnapshotRequest{}
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +2982,7 @@ func (x *EtcdSnapshotRequest) String() string {
 func (*EtcdSnapshotRequest) ProtoMessage() {}
 
 func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +2995,7 @@ func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*EtcdSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{48}
+	return file_machine_proto_rawDescGZIP(), []int{50}
 }
 
 type DataChunk struct {
@@ -2904,7 +3008,7 @@ type DataChunk struct {
 
 func (x *DataChunk) Reset() {
 	*x = DataChunk{}
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3020,7 @@ func (x *DataChunk) String() string {
 func (*DataChunk) ProtoMessage() {}
 
 func (x *DataChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3033,7 @@ func (x *DataChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataChunk.ProtoReflect.Descriptor instead.
 func (*DataChunk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{49}
+	return file_machine_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DataChunk) GetData() []byte {
@@ -2957,7 +3061,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3073,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3086,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{50}
+	return file_machine_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -3017,7 +3121,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3133,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3146,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{51}
+	return file_machine_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -3074,7 +3178,7 @@ type ListJoinTokensRequest struct {
 
 func (x *ListJoinTokensRequest) Reset() {
 	*x = ListJoinTokensRequest{}
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3190,7 @@ func (x *ListJoinTokensRequest) String() string {
 func (*ListJoinTokensRequest) ProtoMessage() {}
 
 func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3203,7 @@ func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{52}
+	return file_machine_proto_rawDescGZIP(), []int{54}
 }
 
 type ListJoinTokensResponse struct {
@@ -3111,7 +3215,7 @@ type ListJoinTokensResponse struct {
 
 func (x *ListJoinTokensResponse) Reset() {
 	*x = ListJoinTokensResponse{}
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3227,7 @@ func (x *ListJoinTokensResponse) String() string {
 func (*ListJoinTokensResponse) ProtoMessage() {}
 
 func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3240,7 @@ func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{53}
+	return file_machine_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListJoinTokensResponse) GetTokens() []*JoinTokenInfo {
@@ -3158,7 +3262,7 @@ type JoinTokenInfo struct {
 
 func (x *JoinTokenInfo) Reset() {
 	*x = JoinTokenInfo{}
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3274,7 @@ func (x *JoinTokenInfo) String() string {
 func (*JoinTokenInfo) ProtoMessage() {}
 
 func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3287,7 @@ func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenInfo.ProtoReflect.Descriptor instead.
 func (*JoinTokenInfo) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{54}
+	return file_machine_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *JoinTokenInfo) GetId() string {
@@ -3223,7 +3327,7 @@ type RevokeJoinTokenRequest struct {
 
 func (x *RevokeJoinTokenRequest) Reset() {
 	*x = RevokeJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3339,7 @@ func (x *RevokeJoinTokenRequest) String() string {
 func (*RevokeJoinTokenRequest) ProtoMessage() {}
 
 func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3352,7 @@ func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{55}
+	return file_machine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RevokeJoinTokenRequest) GetId() string {
@@ -3266,7 +3370,7 @@ type RevokeJoinTokenResponse struct {
 
 func (x *RevokeJoinTokenResponse) Reset() {
 	*x = RevokeJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3278,7 +3382,7 @@ func (x *RevokeJoinTokenResponse) String() string {
 func (*RevokeJoinTokenResponse) ProtoMessage() {}
 
 func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3291,7 +3395,7 @@ func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{56}
+	return file_machine_proto_rawDescGZIP(), []int{58}
 }
 
 type ImageImportRequest struct {
@@ -3307,7 +3411,7 @@ type ImageImportRequest struct {
 
 func (x *ImageImportRequest) Reset() {
 	*x = ImageImportRequest{}
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3423,7 @@ func (x *ImageImportRequest) String() string {
 func (*ImageImportRequest) ProtoMessage() {}
 
 func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3436,7 @@ func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportRequest.ProtoReflect.Descriptor instead.
 func (*ImageImportRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{57}
+	return file_machine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ImageImportRequest) GetMsg() isImageImportRequest_Msg {
@@ -3387,7 +3491,7 @@ type ImageImportHeader struct {
 
 func (x *ImageImportHeader) Reset() {
 	*x = ImageImportHeader{}
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3503,7 @@ func (x *ImageImportHeader) String() string {
 func (*ImageImportHeader) ProtoMessage() {}
 
 func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3516,7 @@ func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportHeader.ProtoReflect.Descriptor instead.
 func (*ImageImportHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{58}
+	return file_machine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ImageImportHeader) GetFileName() string {
@@ -3449,7 +3553,7 @@ type ImageImportResponse struct {
 
 func (x *ImageImportResponse) Reset() {
 	*x = ImageImportResponse{}
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3461,7 +3565,7 @@ func (x *ImageImportResponse) String() string {
 func (*ImageImportResponse) ProtoMessage() {}
 
 func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3474,7 +3578,7 @@ func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResponse.ProtoReflect.Descriptor instead.
 func (*ImageImportResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{59}
+	return file_machine_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ImageImportResponse) GetMsg() isImageImportResponse_Msg {
@@ -3530,7 +3634,7 @@ type ImageImportProgress struct {
 
 func (x *ImageImportProgress) Reset() {
 	*x = ImageImportProgress{}
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3646,7 @@ func (x *ImageImportProgress) String() string {
 func (*ImageImportProgress) ProtoMessage() {}
 
 func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3659,7 @@ func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportProgress.ProtoReflect.Descriptor instead.
 func (*ImageImportProgress) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{60}
+	return file_machine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ImageImportProgress) GetPhase() string {
@@ -3595,7 +3699,7 @@ type ImageImportResult struct {
 
 func (x *ImageImportResult) Reset() {
 	*x = ImageImportResult{}
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3711,7 @@ func (x *ImageImportResult) String() string {
 func (*ImageImportResult) ProtoMessage() {}
 
 func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3724,7 @@ func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResult.ProtoReflect.Descriptor instead.
 func (*ImageImportResult) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{61}
+	return file_machine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ImageImportResult) GetImages() []*Image {
@@ -3643,7 +3747,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3655,7 +3759,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3668,7 +3772,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{62}
+	return file_machine_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Image) GetName() string {
@@ -3714,7 +3818,7 @@ type ImageListRequest struct {
 
 func (x *ImageListRequest) Reset() {
 	*x = ImageListRequest{}
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3726,7 +3830,7 @@ func (x *ImageListRequest) String() string {
 func (*ImageListRequest) ProtoMessage() {}
 
 func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3739,7 +3843,7 @@ func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListRequest.ProtoReflect.Descriptor instead.
 func (*ImageListRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{63}
+	return file_machine_proto_rawDescGZIP(), []int{65}
 }
 
 type ImageListResponse struct {
@@ -3751,7 +3855,7 @@ type ImageListResponse struct {
 
 func (x *ImageListResponse) Reset() {
 	*x = ImageListResponse{}
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +3867,7 @@ func (x *ImageListResponse) String() string {
 func (*ImageListResponse) ProtoMessage() {}
 
 func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +3880,7 @@ func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListResponse.ProtoReflect.Descriptor instead.
 func (*ImageListResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{64}
+	return file_machine_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ImageListResponse) GetImages() []*Image {
@@ -3796,7 +3900,7 @@ type ImageRemoveRequest struct {
 
 func (x *ImageRemoveRequest) Reset() {
 	*x = ImageRemoveRequest{}
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3912,7 @@ func (x *ImageRemoveRequest) String() string {
 func (*ImageRemoveRequest) ProtoMessage() {}
 
 func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3925,7 @@ func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveRequest.ProtoReflect.Descriptor instead.
 func (*ImageRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{65}
+	return file_machine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ImageRemoveRequest) GetNames() []string {
@@ -3847,7 +3951,7 @@ type ImageRemoveResponse struct {
 
 func (x *ImageRemoveResponse) Reset() {
 	*x = ImageRemoveResponse{}
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +3963,7 @@ func (x *ImageRemoveResponse) String() string {
 func (*ImageRemoveResponse) ProtoMessage() {}
 
 func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +3976,7 @@ func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveResponse.ProtoReflect.Descriptor instead.
 func (*ImageRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{66}
+	return file_machine_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ImageRemoveResponse) GetRemoved() []string {
@@ -3894,7 +3998,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4010,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4023,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{67}
+	return file_machine_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ProfileRequest) GetName() string {
@@ -4141,7 +4245,7 @@ const file_machine_proto_rawDesc = "" +
 	"kubeconfig\"\x14\n" +
 	"\x12EtcdMembersRequest\"S\n" +
 	"\x13EtcdMembersResponse\x12<\n" +
-	"\amembers\x18\x01 \x03(\v2\".cairn.machine.v1alpha1.EtcdMemberR\amembers\"\x8d\x01\n" +
+	"\amembers\x18\x01 \x03(\v2\".cairn.machine.v1alpha1.EtcdMemberR\amembers\"\xaa\x01\n" +
 	"\n" +
 	"EtcdMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
@@ -4150,7 +4254,13 @@ const file_machine_proto_rawDesc = "" +
 	"\vclient_urls\x18\x04 \x03(\tR\n" +
 	"clientUrls\x12\x1d\n" +
 	"\n" +
-	"is_learner\x18\x05 \x01(\bR\tisLearner\"\x15\n" +
+	"is_learner\x18\x05 \x01(\bR\tisLearner\x12\x1b\n" +
+	"\tis_leader\x18\x06 \x01(\bR\bisLeader\"1\n" +
+	"\x17EtcdRemoveMemberRequest\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\"\x96\x01\n" +
+	"\x18EtcdRemoveMemberResponse\x12<\n" +
+	"\aremoved\x18\x01 \x01(\v2\".cairn.machine.v1alpha1.EtcdMemberR\aremoved\x12<\n" +
+	"\amembers\x18\x02 \x03(\v2\".cairn.machine.v1alpha1.EtcdMemberR\amembers\"\x15\n" +
 	"\x13CertificatesRequest\"{\n" +
 	"\x14CertificatesResponse\x12G\n" +
 	"\fcertificates\x18\x01 \x03(\v2#.cairn.machine.v1alpha1.CertificateR\fcertificates\x12\x1a\n" +
@@ -4225,7 +4335,7 @@ const file_machine_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\rR\aseconds\x12\x14\n" +
 	"\x05debug\x18\x03 \x01(\rR\x05debug\x12\x0e\n" +
-	"\x02gc\x18\x04 \x01(\bR\x02gc2\x97\x16\n" +
+	"\x02gc\x18\x04 \x01(\bR\x02gc2\x8e\x17\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -4249,7 +4359,8 @@ const file_machine_proto_rawDesc = "" +
 	"\n" +
 	"Kubeconfig\x12).cairn.machine.v1alpha1.KubeconfigRequest\x1a*.cairn.machine.v1alpha1.KubeconfigResponse\x12f\n" +
 	"\vEtcdMembers\x12*.cairn.machine.v1alpha1.EtcdMembersRequest\x1a+.cairn.machine.v1alpha1.EtcdMembersResponse\x12`\n" +
-	"\fEtcdSnapshot\x12+.cairn.machine.v1alpha1.EtcdSnapshotRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01\x12i\n" +
+	"\fEtcdSnapshot\x12+.cairn.machine.v1alpha1.EtcdSnapshotRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01\x12u\n" +
+	"\x10EtcdRemoveMember\x12/.cairn.machine.v1alpha1.EtcdRemoveMemberRequest\x1a0.cairn.machine.v1alpha1.EtcdRemoveMemberResponse\x12i\n" +
 	"\fCertificates\x12+.cairn.machine.v1alpha1.CertificatesRequest\x1a,.cairn.machine.v1alpha1.CertificatesResponse\x12r\n" +
 	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponse\x12o\n" +
 	"\x0eListJoinTokens\x12-.cairn.machine.v1alpha1.ListJoinTokensRequest\x1a..cairn.machine.v1alpha1.ListJoinTokensResponse\x12r\n" +
@@ -4271,88 +4382,90 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_machine_proto_goTypes = []any{
-	(*VersionRequest)(nil),          // 0: cairn.machine.v1alpha1.VersionRequest
-	(*VersionResponse)(nil),         // 1: cairn.machine.v1alpha1.VersionResponse
-	(*StatusRequest)(nil),           // 2: cairn.machine.v1alpha1.StatusRequest
-	(*StatusResponse)(nil),          // 3: cairn.machine.v1alpha1.StatusResponse
-	(*NetworkStatus)(nil),           // 4: cairn.machine.v1alpha1.NetworkStatus
-	(*NetworkLink)(nil),             // 5: cairn.machine.v1alpha1.NetworkLink
-	(*InitRequest)(nil),             // 6: cairn.machine.v1alpha1.InitRequest
-	(*JoinRequest)(nil),             // 7: cairn.machine.v1alpha1.JoinRequest
-	(*PlanRequest)(nil),             // 8: cairn.machine.v1alpha1.PlanRequest
-	(*PlanResponse)(nil),            // 9: cairn.machine.v1alpha1.PlanResponse
-	(*PlanStep)(nil),                // 10: cairn.machine.v1alpha1.PlanStep
-	(*RebootRequest)(nil),           // 11: cairn.machine.v1alpha1.RebootRequest
-	(*RebootResponse)(nil),          // 12: cairn.machine.v1alpha1.RebootResponse
-	(*ShutdownRequest)(nil),         // 13: cairn.machine.v1alpha1.ShutdownRequest
-	(*ShutdownResponse)(nil),        // 14: cairn.machine.v1alpha1.ShutdownResponse
-	(*ResetRequest)(nil),            // 15: cairn.machine.v1alpha1.ResetRequest
-	(*ResetResponse)(nil),           // 16: cairn.machine.v1alpha1.ResetResponse
-	(*UpgradeRequest)(nil),          // 17: cairn.machine.v1alpha1.UpgradeRequest
-	(*UpgradeResponse)(nil),         // 18: cairn.machine.v1alpha1.UpgradeResponse
-	(*EventsRequest)(nil),           // 19: cairn.machine.v1alpha1.EventsRequest
-	(*Event)(nil),                   // 20: cairn.machine.v1alpha1.Event
-	(*LogsRequest)(nil),             // 21: cairn.machine.v1alpha1.LogsRequest
-	(*DmesgRequest)(nil),            // 22: cairn.machine.v1alpha1.DmesgRequest
-	(*LogLine)(nil),                 // 23: cairn.machine.v1alpha1.LogLine
-	(*ServicesRequest)(nil),         // 24: cairn.machine.v1alpha1.ServicesRequest
-	(*ServicesResponse)(nil),        // 25: cairn.machine.v1alpha1.ServicesResponse
-	(*Service)(nil),                 // 26: cairn.machine.v1alpha1.Service
-	(*ServiceRequest)(nil),          // 27: cairn.machine.v1alpha1.ServiceRequest
-	(*ServiceResponse)(nil),         // 28: cairn.machine.v1alpha1.ServiceResponse
-	(*DisksRequest)(nil),            // 29: cairn.machine.v1alpha1.DisksRequest
-	(*DisksResponse)(nil),           // 30: cairn.machine.v1alpha1.DisksResponse
-	(*Disk)(nil),                    // 31: cairn.machine.v1alpha1.Disk
-	(*Partition)(nil),               // 32: cairn.machine.v1alpha1.Partition
-	(*Signature)(nil),               // 33: cairn.machine.v1alpha1.Signature
-	(*MountsRequest)(nil),           // 34: cairn.machine.v1alpha1.MountsRequest
-	(*MountsResponse)(nil),          // 35: cairn.machine.v1alpha1.MountsResponse
-	(*Mount)(nil),                   // 36: cairn.machine.v1alpha1.Mount
-	(*HealthRequest)(nil),           // 37: cairn.machine.v1alpha1.HealthRequest
-	(*HealthResponse)(nil),          // 38: cairn.machine.v1alpha1.HealthResponse
-	(*HealthCheck)(nil),             // 39: cairn.machine.v1alpha1.HealthCheck
-	(*KubeconfigRequest)(nil),       // 40: cairn.machine.v1alpha1.KubeconfigRequest
-	(*KubeconfigResponse)(nil),      // 41: cairn.machine.v1alpha1.KubeconfigResponse
-	(*EtcdMembersRequest)(nil),      // 42: cairn.machine.v1alpha1.EtcdMembersRequest
-	(*EtcdMembersResponse)(nil),     // 43: cairn.machine.v1alpha1.EtcdMembersResponse
-	(*EtcdMember)(nil),              // 44: cairn.machine.v1alpha1.EtcdMember
-	(*CertificatesRequest)(nil),     // 45: cairn.machine.v1alpha1.CertificatesRequest
-	(*CertificatesResponse)(nil),    // 46: cairn.machine.v1alpha1.CertificatesResponse
-	(*Certificate)(nil),             // 47: cairn.machine.v1alpha1.Certificate
-	(*EtcdSnapshotRequest)(nil),     // 48: cairn.machine.v1alpha1.EtcdSnapshotRequest
-	(*DataChunk)(nil),               // 49: cairn.machine.v1alpha1.DataChunk
-	(*CreateJoinTokenRequest)(nil),  // 50: cairn.machine.v1alpha1.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 51: cairn.machine.v1alpha1.CreateJoinTokenResponse
-	(*ListJoinTokensRequest)(nil),   // 52: cairn.machine.v1alpha1.ListJoinTokensRequest
-	(*ListJoinTokensResponse)(nil),  // 53: cairn.machine.v1alpha1.ListJoinTokensResponse
-	(*JoinTokenInfo)(nil),           // 54: cairn.machine.v1alpha1.JoinTokenInfo
-	(*RevokeJoinTokenRequest)(nil),  // 55: cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	(*RevokeJoinTokenResponse)(nil), // 56: cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	(*ImageImportRequest)(nil),      // 57: cairn.machine.v1alpha1.ImageImportRequest
-	(*ImageImportHeader)(nil),       // 58: cairn.machine.v1alpha1.ImageImportHeader
-	(*ImageImportResponse)(nil),     // 59: cairn.machine.v1alpha1.ImageImportResponse
-	(*ImageImportProgress)(nil),     // 60: cairn.machine.v1alpha1.ImageImportProgress
-	(*ImageImportResult)(nil),       // 61: cairn.machine.v1alpha1.ImageImportResult
-	(*Image)(nil),                   // 62: cairn.machine.v1alpha1.Image
-	(*ImageListRequest)(nil),        // 63: cairn.machine.v1alpha1.ImageListRequest
-	(*ImageListResponse)(nil),       // 64: cairn.machine.v1alpha1.ImageListResponse
-	(*ImageRemoveRequest)(nil),      // 65: cairn.machine.v1alpha1.ImageRemoveRequest
-	(*ImageRemoveResponse)(nil),     // 66: cairn.machine.v1alpha1.ImageRemoveResponse
-	(*ProfileRequest)(nil),          // 67: cairn.machine.v1alpha1.ProfileRequest
-	(*timestamppb.Timestamp)(nil),   // 68: google.protobuf.Timestamp
+	(*VersionRequest)(nil),           // 0: cairn.machine.v1alpha1.VersionRequest
+	(*VersionResponse)(nil),          // 1: cairn.machine.v1alpha1.VersionResponse
+	(*StatusRequest)(nil),            // 2: cairn.machine.v1alpha1.StatusRequest
+	(*StatusResponse)(nil),           // 3: cairn.machine.v1alpha1.StatusResponse
+	(*NetworkStatus)(nil),            // 4: cairn.machine.v1alpha1.NetworkStatus
+	(*NetworkLink)(nil),              // 5: cairn.machine.v1alpha1.NetworkLink
+	(*InitRequest)(nil),              // 6: cairn.machine.v1alpha1.InitRequest
+	(*JoinRequest)(nil),              // 7: cairn.machine.v1alpha1.JoinRequest
+	(*PlanRequest)(nil),              // 8: cairn.machine.v1alpha1.PlanRequest
+	(*PlanResponse)(nil),             // 9: cairn.machine.v1alpha1.PlanResponse
+	(*PlanStep)(nil),                 // 10: cairn.machine.v1alpha1.PlanStep
+	(*RebootRequest)(nil),            // 11: cairn.machine.v1alpha1.RebootRequest
+	(*RebootResponse)(nil),           // 12: cairn.machine.v1alpha1.RebootResponse
+	(*ShutdownRequest)(nil),          // 13: cairn.machine.v1alpha1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 14: cairn.machine.v1alpha1.ShutdownResponse
+	(*ResetRequest)(nil),             // 15: cairn.machine.v1alpha1.ResetRequest
+	(*ResetResponse)(nil),            // 16: cairn.machine.v1alpha1.ResetResponse
+	(*UpgradeRequest)(nil),           // 17: cairn.machine.v1alpha1.UpgradeRequest
+	(*UpgradeResponse)(nil),          // 18: cairn.machine.v1alpha1.UpgradeResponse
+	(*EventsRequest)(nil),            // 19: cairn.machine.v1alpha1.EventsRequest
+	(*Event)(nil),                    // 20: cairn.machine.v1alpha1.Event
+	(*LogsRequest)(nil),              // 21: cairn.machine.v1alpha1.LogsRequest
+	(*DmesgRequest)(nil),             // 22: cairn.machine.v1alpha1.DmesgRequest
+	(*LogLine)(nil),                  // 23: cairn.machine.v1alpha1.LogLine
+	(*ServicesRequest)(nil),          // 24: cairn.machine.v1alpha1.ServicesRequest
+	(*ServicesResponse)(nil),         // 25: cairn.machine.v1alpha1.ServicesResponse
+	(*Service)(nil),                  // 26: cairn.machine.v1alpha1.Service
+	(*ServiceRequest)(nil),           // 27: cairn.machine.v1alpha1.ServiceRequest
+	(*ServiceResponse)(nil),          // 28: cairn.machine.v1alpha1.ServiceResponse
+	(*DisksRequest)(nil),             // 29: cairn.machine.v1alpha1.DisksRequest
+	(*DisksResponse)(nil),            // 30: cairn.machine.v1alpha1.DisksResponse
+	(*Disk)(nil),                     // 31: cairn.machine.v1alpha1.Disk
+	(*Partition)(nil),                // 32: cairn.machine.v1alpha1.Partition
+	(*Signature)(nil),                // 33: cairn.machine.v1alpha1.Signature
+	(*MountsRequest)(nil),            // 34: cairn.machine.v1alpha1.MountsRequest
+	(*MountsResponse)(nil),           // 35: cairn.machine.v1alpha1.MountsResponse
+	(*Mount)(nil),                    // 36: cairn.machine.v1alpha1.Mount
+	(*HealthRequest)(nil),            // 37: cairn.machine.v1alpha1.HealthRequest
+	(*HealthResponse)(nil),           // 38: cairn.machine.v1alpha1.HealthResponse
+	(*HealthCheck)(nil),              // 39: cairn.machine.v1alpha1.HealthCheck
+	(*KubeconfigRequest)(nil),        // 40: cairn.machine.v1alpha1.KubeconfigRequest
+	(*KubeconfigResponse)(nil),       // 41: cairn.machine.v1alpha1.KubeconfigResponse
+	(*EtcdMembersRequest)(nil),       // 42: cairn.machine.v1alpha1.EtcdMembersRequest
+	(*EtcdMembersResponse)(nil),      // 43: cairn.machine.v1alpha1.EtcdMembersResponse
+	(*EtcdMember)(nil),               // 44: cairn.machine.v1alpha1.EtcdMember
+	(*EtcdRemoveMemberRequest)(nil),  // 45: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	(*EtcdRemoveMemberResponse)(nil), // 46: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	(*CertificatesRequest)(nil),      // 47: cairn.machine.v1alpha1.CertificatesRequest
+	(*CertificatesResponse)(nil),     // 48: cairn.machine.v1alpha1.CertificatesResponse
+	(*Certificate)(nil),              // 49: cairn.machine.v1alpha1.Certificate
+	(*EtcdSnapshotRequest)(nil),      // 50: cairn.machine.v1alpha1.EtcdSnapshotRequest
+	(*DataChunk)(nil),                // 51: cairn.machine.v1alpha1.DataChunk
+	(*CreateJoinTokenRequest)(nil),   // 52: cairn.machine.v1alpha1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),  // 53: cairn.machine.v1alpha1.CreateJoinTokenResponse
+	(*ListJoinTokensRequest)(nil),    // 54: cairn.machine.v1alpha1.ListJoinTokensRequest
+	(*ListJoinTokensResponse)(nil),   // 55: cairn.machine.v1alpha1.ListJoinTokensResponse
+	(*JoinTokenInfo)(nil),            // 56: cairn.machine.v1alpha1.JoinTokenInfo
+	(*RevokeJoinTokenRequest)(nil),   // 57: cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	(*RevokeJoinTokenResponse)(nil),  // 58: cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	(*ImageImportRequest)(nil),       // 59: cairn.machine.v1alpha1.ImageImportRequest
+	(*ImageImportHeader)(nil),        // 60: cairn.machine.v1alpha1.ImageImportHeader
+	(*ImageImportResponse)(nil),      // 61: cairn.machine.v1alpha1.ImageImportResponse
+	(*ImageImportProgress)(nil),      // 62: cairn.machine.v1alpha1.ImageImportProgress
+	(*ImageImportResult)(nil),        // 63: cairn.machine.v1alpha1.ImageImportResult
+	(*Image)(nil),                    // 64: cairn.machine.v1alpha1.Image
+	(*ImageListRequest)(nil),         // 65: cairn.machine.v1alpha1.ImageListRequest
+	(*ImageListResponse)(nil),        // 66: cairn.machine.v1alpha1.ImageListResponse
+	(*ImageRemoveRequest)(nil),       // 67: cairn.machine.v1alpha1.ImageRemoveRequest
+	(*ImageRemoveResponse)(nil),      // 68: cairn.machine.v1alpha1.ImageRemoveResponse
+	(*ProfileRequest)(nil),           // 69: cairn.machine.v1alpha1.ProfileRequest
+	(*timestamppb.Timestamp)(nil),    // 70: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
-	68, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	70, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
 	4,  // 1: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
 	5,  // 2: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
 	10, // 3: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	68, // 4: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	68, // 5: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	68, // 6: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	70, // 4: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	70, // 5: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	70, // 6: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
 	26, // 7: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	68, // 8: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	70, // 8: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
 	26, // 9: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
 	31, // 10: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
 	33, // 11: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
@@ -4361,83 +4474,87 @@ var file_machine_proto_depIdxs = []int32{
 	36, // 14: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
 	39, // 15: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
 	44, // 16: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	47, // 17: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
-	68, // 18: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	68, // 19: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	68, // 20: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
-	68, // 21: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	54, // 22: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
-	68, // 23: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
-	58, // 24: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
-	60, // 25: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
-	61, // 26: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
-	62, // 27: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
-	62, // 28: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
-	0,  // 29: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	2,  // 30: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	6,  // 31: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	7,  // 32: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	8,  // 33: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	11, // 34: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	13, // 35: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	15, // 36: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	17, // 37: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	19, // 38: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	21, // 39: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	22, // 40: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	24, // 41: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	29, // 42: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	34, // 43: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	37, // 44: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	27, // 45: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	27, // 46: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	27, // 47: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	40, // 48: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	42, // 49: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	48, // 50: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	45, // 51: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
-	50, // 52: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	52, // 53: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
-	55, // 54: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	57, // 55: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
-	63, // 56: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
-	65, // 57: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	67, // 58: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	1,  // 59: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	3,  // 60: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	20, // 61: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	20, // 62: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	9,  // 63: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	12, // 64: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	14, // 65: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	16, // 66: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	18, // 67: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
-	20, // 68: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	23, // 69: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	23, // 70: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	25, // 71: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	30, // 72: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	35, // 73: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	38, // 74: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	28, // 75: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	28, // 76: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	28, // 77: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	41, // 78: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	43, // 79: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	49, // 80: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	46, // 81: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
-	51, // 82: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	53, // 83: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
-	56, // 84: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	59, // 85: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	64, // 86: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	66, // 87: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	49, // 88: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	59, // [59:89] is the sub-list for method output_type
-	29, // [29:59] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	44, // 17: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
+	44, // 18: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	49, // 19: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
+	70, // 20: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	70, // 21: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	70, // 22: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	70, // 23: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	56, // 24: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
+	70, // 25: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
+	60, // 26: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
+	62, // 27: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
+	63, // 28: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
+	64, // 29: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
+	64, // 30: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
+	0,  // 31: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	2,  // 32: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	6,  // 33: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	7,  // 34: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	8,  // 35: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	11, // 36: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	13, // 37: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	15, // 38: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	17, // 39: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	19, // 40: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	21, // 41: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	22, // 42: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	24, // 43: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	29, // 44: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	34, // 45: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	37, // 46: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	27, // 47: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	27, // 48: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	27, // 49: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	40, // 50: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	42, // 51: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	50, // 52: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	45, // 53: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	47, // 54: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
+	52, // 55: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	54, // 56: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
+	57, // 57: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	59, // 58: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	65, // 59: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	67, // 60: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	69, // 61: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	1,  // 62: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	3,  // 63: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	20, // 64: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	20, // 65: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	9,  // 66: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	12, // 67: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	14, // 68: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	16, // 69: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	18, // 70: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
+	20, // 71: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	23, // 72: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	23, // 73: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	25, // 74: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	30, // 75: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	35, // 76: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	38, // 77: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	28, // 78: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	28, // 79: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	28, // 80: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	41, // 81: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	43, // 82: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	51, // 83: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	46, // 84: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	48, // 85: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	53, // 86: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	55, // 87: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
+	58, // 88: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	61, // 89: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	66, // 90: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	68, // 91: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	51, // 92: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	62, // [62:93] is the sub-list for method output_type
+	31, // [31:62] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -4445,11 +4562,11 @@ func file_machine_proto_init() {
 	if File_machine_proto != nil {
 		return
 	}
-	file_machine_proto_msgTypes[57].OneofWrappers = []any{
+	file_machine_proto_msgTypes[59].OneofWrappers = []any{
 		(*ImageImportRequest_Header)(nil),
 		(*ImageImportRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[59].OneofWrappers = []any{
+	file_machine_proto_msgTypes[61].OneofWrappers = []any{
 		(*ImageImportResponse_Progress)(nil),
 		(*ImageImportResponse_Result)(nil),
 	}
@@ -4459,7 +4576,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,36 +24,37 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Machine_Version_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Version"
-	Machine_Status_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Status"
-	Machine_Init_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Init"
-	Machine_Join_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Join"
-	Machine_Plan_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Plan"
-	Machine_Reboot_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Reboot"
-	Machine_Shutdown_FullMethodName        = "/cairn.machine.v1alpha1.Machine/Shutdown"
-	Machine_Reset_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Reset"
-	Machine_Upgrade_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Upgrade"
-	Machine_Events_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Events"
-	Machine_Logs_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Logs"
-	Machine_Dmesg_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Dmesg"
-	Machine_Services_FullMethodName        = "/cairn.machine.v1alpha1.Machine/Services"
-	Machine_Disks_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Disks"
-	Machine_Mounts_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Mounts"
-	Machine_Health_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Health"
-	Machine_ServiceStart_FullMethodName    = "/cairn.machine.v1alpha1.Machine/ServiceStart"
-	Machine_ServiceStop_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ServiceStop"
-	Machine_ServiceRestart_FullMethodName  = "/cairn.machine.v1alpha1.Machine/ServiceRestart"
-	Machine_Kubeconfig_FullMethodName      = "/cairn.machine.v1alpha1.Machine/Kubeconfig"
-	Machine_EtcdMembers_FullMethodName     = "/cairn.machine.v1alpha1.Machine/EtcdMembers"
-	Machine_EtcdSnapshot_FullMethodName    = "/cairn.machine.v1alpha1.Machine/EtcdSnapshot"
-	Machine_Certificates_FullMethodName    = "/cairn.machine.v1alpha1.Machine/Certificates"
-	Machine_CreateJoinToken_FullMethodName = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
-	Machine_ListJoinTokens_FullMethodName  = "/cairn.machine.v1alpha1.Machine/ListJoinTokens"
-	Machine_RevokeJoinToken_FullMethodName = "/cairn.machine.v1alpha1.Machine/RevokeJoinToken"
-	Machine_ImageImport_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageImport"
-	Machine_ImageList_FullMethodName       = "/cairn.machine.v1alpha1.Machine/ImageList"
-	Machine_ImageRemove_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ImageRemove"
-	Machine_Profile_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Profile"
+	Machine_Version_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Version"
+	Machine_Status_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Status"
+	Machine_Init_FullMethodName             = "/cairn.machine.v1alpha1.Machine/Init"
+	Machine_Join_FullMethodName             = "/cairn.machine.v1alpha1.Machine/Join"
+	Machine_Plan_FullMethodName             = "/cairn.machine.v1alpha1.Machine/Plan"
+	Machine_Reboot_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Reboot"
+	Machine_Shutdown_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Shutdown"
+	Machine_Reset_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Reset"
+	Machine_Upgrade_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Upgrade"
+	Machine_Events_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Events"
+	Machine_Logs_FullMethodName             = "/cairn.machine.v1alpha1.Machine/Logs"
+	Machine_Dmesg_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Dmesg"
+	Machine_Services_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Services"
+	Machine_Disks_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Disks"
+	Machine_Mounts_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Mounts"
+	Machine_Health_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Health"
+	Machine_ServiceStart_FullMethodName     = "/cairn.machine.v1alpha1.Machine/ServiceStart"
+	Machine_ServiceStop_FullMethodName      = "/cairn.machine.v1alpha1.Machine/ServiceStop"
+	Machine_ServiceRestart_FullMethodName   = "/cairn.machine.v1alpha1.Machine/ServiceRestart"
+	Machine_Kubeconfig_FullMethodName       = "/cairn.machine.v1alpha1.Machine/Kubeconfig"
+	Machine_EtcdMembers_FullMethodName      = "/cairn.machine.v1alpha1.Machine/EtcdMembers"
+	Machine_EtcdSnapshot_FullMethodName     = "/cairn.machine.v1alpha1.Machine/EtcdSnapshot"
+	Machine_EtcdRemoveMember_FullMethodName = "/cairn.machine.v1alpha1.Machine/EtcdRemoveMember"
+	Machine_Certificates_FullMethodName     = "/cairn.machine.v1alpha1.Machine/Certificates"
+	Machine_CreateJoinToken_FullMethodName  = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
+	Machine_ListJoinTokens_FullMethodName   = "/cairn.machine.v1alpha1.Machine/ListJoinTokens"
+	Machine_RevokeJoinToken_FullMethodName  = "/cairn.machine.v1alpha1.Machine/RevokeJoinToken"
+	Machine_ImageImport_FullMethodName      = "/cairn.machine.v1alpha1.Machine/ImageImport"
+	Machine_ImageList_FullMethodName        = "/cairn.machine.v1alpha1.Machine/ImageList"
+	Machine_ImageRemove_FullMethodName      = "/cairn.machine.v1alpha1.Machine/ImageRemove"
+	Machine_Profile_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Profile"
 )
 
 // MachineClient is the client API for Machine service.
@@ -89,6 +90,9 @@ type MachineClient interface {
 	Kubeconfig(ctx context.Context, in *KubeconfigRequest, opts ...grpc.CallOption) (*KubeconfigResponse, error)
 	EtcdMembers(ctx context.Context, in *EtcdMembersRequest, opts ...grpc.CallOption) (*EtcdMembersResponse, error)
 	EtcdSnapshot(ctx context.Context, in *EtcdSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error)
+	// EtcdRemoveMember removes the member of a node that is gone for good (by name or hex ID). The node's
+	// own member is refused (reset that node instead), and so is the last voting member.
+	EtcdRemoveMember(ctx context.Context, in *EtcdRemoveMemberRequest, opts ...grpc.CallOption) (*EtcdRemoveMemberResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error)
@@ -397,6 +401,16 @@ func (c *machineClient) EtcdSnapshot(ctx context.Context, in *EtcdSnapshotReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Machine_EtcdSnapshotClient = grpc.ServerStreamingClient[DataChunk]
 
+func (c *machineClient) EtcdRemoveMember(ctx context.Context, in *EtcdRemoveMemberRequest, opts ...grpc.CallOption) (*EtcdRemoveMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EtcdRemoveMemberResponse)
+	err := c.cc.Invoke(ctx, Machine_EtcdRemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CertificatesResponse)
@@ -522,6 +536,9 @@ type MachineServer interface {
 	Kubeconfig(context.Context, *KubeconfigRequest) (*KubeconfigResponse, error)
 	EtcdMembers(context.Context, *EtcdMembersRequest) (*EtcdMembersResponse, error)
 	EtcdSnapshot(*EtcdSnapshotRequest, grpc.ServerStreamingServer[DataChunk]) error
+	// EtcdRemoveMember removes the member of a node that is gone for good (by name or hex ID). The node's
+	// own member is refused (reset that node instead), and so is the last voting member.
+	EtcdRemoveMember(context.Context, *EtcdRemoveMemberRequest) (*EtcdRemoveMemberResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error)
@@ -621,6 +638,9 @@ func (UnimplementedMachineServer) EtcdMembers(context.Context, *EtcdMembersReque
 }
 func (UnimplementedMachineServer) EtcdSnapshot(*EtcdSnapshotRequest, grpc.ServerStreamingServer[DataChunk]) error {
 	return status.Error(codes.Unimplemented, "method EtcdSnapshot not implemented")
+}
+func (UnimplementedMachineServer) EtcdRemoveMember(context.Context, *EtcdRemoveMemberRequest) (*EtcdRemoveMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EtcdRemoveMember not implemented")
 }
 func (UnimplementedMachineServer) Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Certificates not implemented")
@@ -1021,6 +1041,24 @@ func _Machine_EtcdSnapshot_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Machine_EtcdSnapshotServer = grpc.ServerStreamingServer[DataChunk]
 
+func _Machine_EtcdRemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EtcdRemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).EtcdRemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_EtcdRemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).EtcdRemoveMember(ctx, req.(*EtcdRemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_Certificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CertificatesRequest)
 	if err := dec(in); err != nil {
@@ -1217,6 +1255,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EtcdMembers",
 			Handler:    _Machine_EtcdMembers_Handler,
+		},
+		{
+			MethodName: "EtcdRemoveMember",
+			Handler:    _Machine_EtcdRemoveMember_Handler,
 		},
 		{
 			MethodName: "Certificates",

@@ -159,7 +159,7 @@ func newEtcd(g *globals) *cobra.Command {
 		Use:   "etcd",
 		Short: "Inspect the cluster's etcd and back it up (on control-plane nodes)",
 	}
-	c.AddCommand(newEtcdMembers(g), newEtcdSnapshot(g))
+	c.AddCommand(newEtcdMembers(g), newEtcdSnapshot(g), newEtcdRemoveMember(g))
 	return c
 }
 
@@ -177,13 +177,66 @@ func newEtcdMembers(g *globals) *cobra.Command {
 				if g.output == "json" {
 					return printJSON(g.stdout, r)
 				}
-				w := table(g.stdout)
-				fmt.Fprintf(w, "%sID\tNAME\tPEER URLS\tCLIENT URLS\tLEARNER\n", prefix)
-				for _, m := range r.Members {
-					fmt.Fprintf(w, "%s%x\t%s\t%s\t%s\t%t\n", prefix, m.Id, dash(m.Name), dash(strings.Join(m.PeerUrls, ",")),
-						dash(strings.Join(m.ClientUrls, ",")), m.IsLearner)
+				return printEtcdMembers(g.stdout, prefix, r.Members)
+			})
+		},
+	}
+}
+
+func printEtcdMembers(out io.Writer, prefix string, members []*machine.EtcdMember) error {
+	w := table(out)
+	fmt.Fprintf(w, "%sID\tNAME\tROLE\tPEER URLS\tCLIENT URLS\n", prefix)
+	voters := 0
+	leader := ""
+	for _, m := range members {
+		role := "voter"
+		switch {
+		case m.IsLearner:
+			role = "learner"
+		case m.IsLeader:
+			role, leader = "leader", dash(m.Name)
+		}
+		if !m.IsLearner {
+			voters++
+		}
+		fmt.Fprintf(w, "%s%x\t%s\t%s\t%s\t%s\n", prefix, m.Id, dash(m.Name), role, dash(strings.Join(m.PeerUrls, ",")),
+			dash(strings.Join(m.ClientUrls, ",")))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if leader == "" {
+		leader = "none known to this member (no quorum?)"
+	}
+	_, err := fmt.Fprintf(out, "%s%d voting member(s): a quorum is %d; leader: %s\n", prefix, voters, voters/2+1, leader)
+	return err
+}
+
+func newEtcdRemoveMember(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove-member NAME|ID",
+		Short: "Remove the etcd member of a control plane that is gone for good (admin only)",
+		Long: `remove-member removes a member from the cluster's etcd through the node given (the first one): use it when
+a control plane died and will not come back, so its vote no longer counts against the quorum. Name the
+member by its name or hex ID, as 'cairnctl etcd members' shows them. The node refuses its own member
+(reset that node instead: a reset leaves etcd before it wipes) and the last voting member; etcd refuses a
+removal that would leave the members still up without a quorum. A node whose member was removed must be
+reset before it joins again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.firstNode(func(nc nodeClient) error {
+				r, err := nc.EtcdRemoveMember(cmd.Context(), &machine.EtcdRemoveMemberRequest{Member: args[0]})
+				if err != nil {
+					return err
 				}
-				return w.Flush()
+				if g.output == "json" {
+					return printJSON(g.stdout, r)
+				}
+				fmt.Fprintf(g.stdout, "removed etcd member %s (%x)\n", dash(r.Removed.GetName()), r.Removed.GetId())
+				if len(r.Members) > 0 {
+					return printEtcdMembers(g.stdout, "", r.Members)
+				}
+				return nil
 			})
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cairn-os/cairn/api/machine"
@@ -104,5 +105,26 @@ func TestFormatLine(t *testing.T) {
 	}
 	if got := formatLine(&machine.LogLine{Line: "no time"}, ""); got != "- no time" {
 		t.Errorf("formatLine(no time) = %q, want %q", got, "- no time")
+	}
+}
+
+func TestPrintEtcdMembers(t *testing.T) {
+	var b strings.Builder
+	err := printEtcdMembers(&b, "", []*machine.EtcdMember{
+		{Id: 0xa1, Name: "cp1", IsLeader: true, PeerUrls: []string{"https://10.5.0.2:2380"}, ClientUrls: []string{"https://10.5.0.2:2379"}},
+		{Id: 0xb2, Name: "cp2", PeerUrls: []string{"https://10.5.0.3:2380"}},
+		{Id: 0xc3, IsLearner: true, PeerUrls: []string{"https://10.5.0.4:2380"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `ID  NAME  ROLE     PEER URLS              CLIENT URLS
+a1  cp1   leader   https://10.5.0.2:2380  https://10.5.0.2:2379
+b2  cp2   voter    https://10.5.0.3:2380  -
+c3  -     learner  https://10.5.0.4:2380  -
+2 voting member(s): a quorum is 2; leader: cp1
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printEtcdMembers() (-want +got):\n%s", diff)
 	}
 }

@@ -53,12 +53,28 @@ func checkServiceRestart(t *testing.T, mtls []string, kc, nodeName string) {
 	waitNodeReady(t, kc, nodeName)
 }
 
-// checkEtcdSnapshot: etcd members lists the node's address, and a snapshot is written to path.
+// checkEtcdSnapshot: etcd members lists the node's address as the leader, the node refuses to remove its
+// own member, and a snapshot is written to path.
 func checkEtcdSnapshot(t *testing.T, mtls []string, address, path string) {
-	if out := mustCtl(t, time.Minute, append(mtls, "etcd", "members")...); !strings.Contains(out, address) {
-		t.Errorf("etcd members does not list the node's address %s:\n%s", address, out)
+	out := mustCtl(t, time.Minute, append(mtls, "etcd", "members")...)
+	if !strings.Contains(out, address) || !strings.Contains(out, "1 voting member(s): a quorum is 1; leader: ") {
+		t.Errorf("etcd members does not list the node's address %s as the one voting member and leader:\n%s", address, out)
 	}
-	out := mustCtl(t, 5*time.Minute, append(mtls, "etcd", "snapshot", path)...)
+	var members struct {
+		Members []struct {
+			Name     string `json:"name"`
+			IsLeader bool   `json:"is_leader"`
+		} `json:"members"`
+	}
+	ctlJSON(t, &members, append(mtls, "etcd", "members")...)
+	if len(members.Members) != 1 || !members.Members[0].IsLeader {
+		t.Fatalf("etcd members = %+v, want one member, leading", members.Members)
+	}
+	r := ctl(t, time.Minute, append(mtls, "etcd", "remove-member", members.Members[0].Name)...)
+	if r.err == nil || !strings.Contains(r.stderr, "reset the node instead") {
+		t.Errorf("etcd remove-member of the node's own member: want it refused with what to do instead:\n%s", r)
+	}
+	out = mustCtl(t, 5*time.Minute, append(mtls, "etcd", "snapshot", path)...)
 	fi, err := os.Stat(path)
 	if err != nil || fi.Size() < 1<<16 {
 		t.Fatalf("etcd snapshot wrote %v (%v), want a file of at least 64 KiB; cairnctl said:\n%s", fi, err, out)

@@ -87,10 +87,15 @@ func (c *Client) Members(ctx context.Context) ([]etcdmember.Member, error) {
 	if err := c.call(ctx, hc, "/v3/cluster/member/list", struct{}{}, &resp); err != nil {
 		return nil, c.unavailable(ctx, fmt.Errorf("member list: %w", err))
 	}
+	// The leader as this member knows it; a member that has lost its leader (no quorum) names none.
+	var st statusResponse
+	if err := c.call(ctx, hc, "/v3/maintenance/status", struct{}{}, &st); err != nil {
+		st.Leader = 0
+	}
 	out := make([]etcdmember.Member, 0, len(resp.Members))
 	for _, m := range resp.Members {
 		out = append(out, etcdmember.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
-			IsLearner: m.IsLearner})
+			IsLearner: m.IsLearner, IsLeader: st.Leader != 0 && m.ID == st.Leader})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

@@ -40,6 +40,11 @@ type memberIDRequest struct {
 	ID uint64 `json:"ID,string"`
 }
 
+// statusResponse is the part of a member's maintenance status Cairn reads: whom it follows.
+type statusResponse struct {
+	Leader uint64 `json:"leader,string"`
+}
+
 type snapshotMessage struct {
 	Result *struct {
 		RemainingBytes uint64 `json:"remaining_bytes,string"`

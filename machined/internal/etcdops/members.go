@@ -1,12 +1,16 @@
 package etcdops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-os/cairn/machined/internal/etcdmember"
 )
 
 // Membership changes for control-plane joins and leaves. A new member always comes in as a learner: it
@@ -134,4 +138,73 @@ func toPeers(ms []member) []Peer {
 		out = append(out, p)
 	}
 	return out
+}
+
+// RefusedError says why a member is not removed; the API answers FailedPrecondition.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return e.Reason }
+
+// Precondition marks the error for the API's code mapping.
+func (e *RefusedError) Precondition() {}
+
+// UnknownMemberError says no member has that name or ID; the API answers NotFound.
+type UnknownMemberError struct {
+	Member string
+	Have   []string
+}
+
+func (e *UnknownMemberError) Error() string {
+	return fmt.Sprintf("etcd has no member %q (members: %s)", e.Member, strings.Join(e.Have, ", "))
+}
+
+// NotFound marks the error for the API's code mapping.
+func (e *UnknownMemberError) NotFound() {}
+
+// RemoveMember removes a member for an operator whose node is gone for good: who is its name or its ID in
+// hex, as 'cairnctl etcd members' shows them. It refuses the member named self (the node asked: reset it
+// instead, which leaves etcd before it wipes) and the cluster's last voting member. etcd itself refuses a
+// removal that would leave the members still up without a quorum.
+func (c *Client) RemoveMember(ctx context.Context, who, self string) (etcdmember.Member, error) {
+	hc, err := c.httpClient()
+	if err != nil {
+		return etcdmember.Member{}, err
+	}
+	defer hc.CloseIdleConnections()
+	var list memberListResponse
+	if err := c.call(ctx, hc, "/v3/cluster/member/list", struct{}{}, &list); err != nil {
+		return etcdmember.Member{}, c.unavailable(ctx, fmt.Errorf("member list: %w", err))
+	}
+	var target *member
+	voters := 0
+	var have []string
+	for i, m := range list.Members {
+		id := strconv.FormatUint(m.ID, 16)
+		have = append(have, cmp.Or(m.Name, "(not started)")+" "+id)
+		if !m.IsLearner {
+			voters++
+		}
+		if (m.Name != "" && m.Name == who) || strings.EqualFold(id, who) {
+			target = &list.Members[i]
+		}
+	}
+	if target == nil {
+		return etcdmember.Member{}, &UnknownMemberError{Member: who, Have: have}
+	}
+	removed := etcdmember.Member{ID: target.ID, Name: target.Name, PeerURLs: target.PeerURLs, ClientURLs: target.ClientURLs,
+		IsLearner: target.IsLearner}
+	switch {
+	case self != "" && target.Name == self:
+		return removed, &RefusedError{Reason: fmt.Sprintf("member %s is this node's own: reset the node instead (cairnctl reset leaves etcd before it wipes), or ask another control plane", self)}
+	case !target.IsLearner && voters == 1:
+		return removed, &RefusedError{Reason: fmt.Sprintf("member %s is the cluster's only voting member: removing it would end the cluster", cmp.Or(target.Name, who))}
+	}
+	if err := c.call(ctx, hc, "/v3/cluster/member/remove", memberIDRequest{ID: target.ID}, nil); err != nil {
+		var se *StatusError
+		if errors.As(err, &se) {
+			return removed, &RefusedError{Reason: fmt.Sprintf("etcd refuses to remove member %s (%x): %s", cmp.Or(target.Name, who), target.ID, se.Message)}
+		}
+		return removed, c.unavailable(ctx, fmt.Errorf("remove member %x: %w", target.ID, err))
+	}
+	return removed, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,16 +40,7 @@ func TestLearnerJoinPromoteLeave(t *testing.T) {
 
 	_, c2, _ := startMember(t, bin, p, filepath.Join(t.TempDir(), "etcd2"), "n2", peer2, "n1="+first.peerURL+",n2="+peer2)
 	promoter := &Client{Endpoints: []string{first.clientURL}, CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: 2 * time.Second}
-	for {
-		err := promoter.Promote(ctx, id)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, ErrNotInSync) || ctx.Err() != nil {
-			t.Fatalf("Promote = %v", err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	promoteWhenInSync(ctx, t, promoter, id)
 	if err := promoter.Promote(ctx, id); err != nil {
 		t.Errorf("Promote of a voting member = %v, want nil", err)
 	}
@@ -77,5 +69,82 @@ func TestLearnerJoinPromoteLeave(t *testing.T) {
 	}
 	if m, err := c1.Members(ctx); err != nil || len(m) != 1 || m[0].Name != "n1" {
 		t.Errorf("members after the leave = %+v, %v; want n1 alone", m, err)
+	}
+}
+
+// promoteWhenInSync promotes learner id as soon as it has caught up.
+func promoteWhenInSync(ctx context.Context, t *testing.T, c *Client, id uint64) {
+	t.Helper()
+	for {
+		err := c.Promote(ctx, id)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotInSync) || ctx.Err() != nil {
+			t.Fatalf("Promote = %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestRemoveMember is 'cairnctl etcd remove-member' against two real members: the leader is marked, an
+// unknown name and the asking node's own member are refused with what to do, a member is removed by its
+// hex ID, and the last voting member is refused.
+func TestRemoveMember(t *testing.T) {
+	bin := etcdBinary(t)
+	p := newTestPKI(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first, c1, _ := startEtcd(t, bin, p, filepath.Join(t.TempDir(), "etcd1"), "n1", "")
+	peer2 := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
+	id, _, err := c1.AddLearner(ctx, peer2)
+	if err != nil {
+		t.Fatalf("AddLearner = %v", err)
+	}
+	startMember(t, bin, p, filepath.Join(t.TempDir(), "etcd2"), "n2", peer2, "n1="+first.peerURL+",n2="+peer2)
+	promoteWhenInSync(ctx, t, c1, id)
+
+	members, err := c1.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := 0
+	for _, m := range members {
+		if m.IsLeader {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("members = %+v, want exactly one marked leader", members)
+	}
+
+	var unknown *UnknownMemberError
+	if _, err := c1.RemoveMember(ctx, "n9", "n1"); !errors.As(err, &unknown) {
+		t.Errorf("RemoveMember(n9) = %v, want UnknownMemberError", err)
+	}
+	var refused *RefusedError
+	if _, err := c1.RemoveMember(ctx, "n1", "n1"); !errors.As(err, &refused) || !strings.Contains(err.Error(), "reset the node instead") {
+		t.Errorf("RemoveMember of the asking node's own member = %v, want refused with what to do", err)
+	}
+	// etcd refuses a removal until every member has been connected for a few seconds: retry as an
+	// operator would.
+	for {
+		removed, err := c1.RemoveMember(ctx, strconv.FormatUint(id, 16), "n1")
+		if err == nil {
+			if removed.Name != "n2" {
+				t.Errorf("RemoveMember(%x) removed %+v, want n2", id, removed)
+			}
+			break
+		}
+		if !errors.As(err, &refused) || ctx.Err() != nil {
+			t.Fatalf("RemoveMember(%x) = %v", id, err)
+		}
+		time.Sleep(time.Second)
+	}
+	if _, err := c1.RemoveMember(ctx, "n1", ""); !errors.As(err, &refused) || !strings.Contains(err.Error(), "only voting member") {
+		t.Errorf("RemoveMember of the last voting member = %v, want refused", err)
+	}
+	if m, err := c1.Members(ctx); err != nil || len(m) != 1 || m[0].Name != "n1" || !m[0].IsLeader {
+		t.Errorf("members after the removal = %+v, %v; want n1 alone, leading", m, err)
 	}
 }

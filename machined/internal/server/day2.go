@@ -29,4 +29,6 @@ type EtcdOps interface {
 	Members(ctx context.Context) ([]etcdmember.Member, error)
 	// Snapshot writes a consistent snapshot to w and returns its SHA-256 (hex).
 	Snapshot(ctx context.Context, w io.Writer) (string, error)
+	// RemoveMember removes member who (a name or a hex ID), refusing the member named self.
+	RemoveMember(ctx context.Context, who, self string) (etcdmember.Member, error)
 }

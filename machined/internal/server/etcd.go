@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/etcdmember"
 )
 
 // EtcdMembers lists the etcd cluster's members as this node's member sees them.
@@ -20,12 +21,35 @@ func (s *Server) EtcdMembers(ctx context.Context, _ *machine.EtcdMembersRequest)
 	if err != nil {
 		return nil, etcdStatus(err)
 	}
-	resp := &machine.EtcdMembersResponse{}
-	for _, m := range ms {
-		resp.Members = append(resp.Members, &machine.EtcdMember{Id: m.ID, Name: m.Name, PeerUrls: m.PeerURLs,
-			ClientUrls: m.ClientURLs, IsLearner: m.IsLearner})
+	return &machine.EtcdMembersResponse{Members: etcdMembers(ms)}, nil
+}
+
+// EtcdRemoveMember removes the member of a node that is gone, refusing this node's own.
+func (s *Server) EtcdRemoveMember(ctx context.Context, req *machine.EtcdRemoveMemberRequest) (*machine.EtcdRemoveMemberResponse, error) {
+	if s.EtcdOps == nil {
+		return nil, status.Error(codes.Unimplemented, "this node serves no etcd operations (machined runs without them)")
+	}
+	if req.Member == "" {
+		return nil, status.Error(codes.InvalidArgument, "member: name the member to remove (its name or hex ID, as etcd members shows them)")
+	}
+	removed, err := s.EtcdOps.RemoveMember(ctx, req.Member, s.Node.Status().Hostname)
+	if err != nil {
+		return nil, etcdStatus(err)
+	}
+	resp := &machine.EtcdRemoveMemberResponse{Removed: etcdMembers([]etcdmember.Member{removed})[0]}
+	if ms, err := s.EtcdOps.Members(ctx); err == nil {
+		resp.Members = etcdMembers(ms)
 	}
 	return resp, nil
+}
+
+func etcdMembers(ms []etcdmember.Member) []*machine.EtcdMember {
+	out := make([]*machine.EtcdMember, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, &machine.EtcdMember{Id: m.ID, Name: m.Name, PeerUrls: m.PeerURLs,
+			ClientUrls: m.ClientURLs, IsLearner: m.IsLearner, IsLeader: m.IsLeader})
+	}
+	return out
 }
 
 // SnapshotChunk bounds the data of one DataChunk.

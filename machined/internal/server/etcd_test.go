@@ -37,6 +37,57 @@ type fakeEtcd struct {
 
 func (f *fakeEtcd) Members(context.Context) ([]etcdmember.Member, error) { return f.members, f.err }
 
+// RemoveMember removes who by name, refusing self as etcdops does.
+func (f *fakeEtcd) RemoveMember(_ context.Context, who, self string) (etcdmember.Member, error) {
+	if f.err != nil {
+		return etcdmember.Member{}, f.err
+	}
+	if who == self {
+		return etcdmember.Member{}, precondition{"member " + self + " is this node's own: reset the node instead"}
+	}
+	for i, m := range f.members {
+		if m.Name == who {
+			f.members = append(f.members[:i:i], f.members[i+1:]...)
+			return m, nil
+		}
+	}
+	return etcdmember.Member{}, notFound{"etcd has no member " + who}
+}
+
+// TestEtcdRemoveMember checks the RPC's mapping: the node's own name is passed as the member to refuse,
+// refusals and unknown members keep their codes, and the answer lists the members left.
+func TestEtcdRemoveMember(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name, member string
+		want         []string // the members left
+		code         codes.Code
+	}{
+		{"a gone node", "cp2", []string{"cp1", "cp3"}, codes.OK},
+		{"unknown", "cp9", nil, codes.NotFound},
+		{"empty", "", nil, codes.InvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			etcd := &fakeEtcd{members: []etcdmember.Member{{ID: 1, Name: "cp1", IsLeader: true}, {ID: 2, Name: "cp2"}, {ID: 3, Name: "cp3"}}}
+			r, err := maintenanceClient(t, serveDay2(t, nil, nil, etcd)).EtcdRemoveMember(ctx, &machine.EtcdRemoveMemberRequest{Member: tc.member})
+			if code(err) != tc.code {
+				t.Fatalf("EtcdRemoveMember(%q) = %v, want code %v", tc.member, err, tc.code)
+			}
+			var left []string
+			for _, m := range r.GetMembers() {
+				left = append(left, m.Name)
+			}
+			if diff := cmp.Diff(tc.want, left); diff != "" {
+				t.Errorf("members left (-want +got):\n%s", diff)
+			}
+			if tc.code == codes.OK && r.GetRemoved().GetName() != tc.member {
+				t.Errorf("removed = %v, want %s", r.GetRemoved(), tc.member)
+			}
+		})
+	}
+}
+
 func (f *fakeEtcd) Snapshot(_ context.Context, w io.Writer) (string, error) {
 	if f.err != nil {
 		return "", f.err

@@ -45,14 +45,15 @@ var roles = map[string][]string{
 	machine.Machine_ImageImport_FullMethodName:    operators,
 	machine.Machine_ImageRemove_FullMethodName:    operators,
 
-	machine.Machine_Init_FullMethodName:            admins,
-	machine.Machine_Join_FullMethodName:            admins,
-	machine.Machine_Reset_FullMethodName:           admins,
-	machine.Machine_Kubeconfig_FullMethodName:      admins,
-	machine.Machine_EtcdSnapshot_FullMethodName:    admins,
-	machine.Machine_CreateJoinToken_FullMethodName: admins,
-	machine.Machine_ListJoinTokens_FullMethodName:  admins,
-	machine.Machine_RevokeJoinToken_FullMethodName: admins,
+	machine.Machine_Init_FullMethodName:             admins,
+	machine.Machine_Join_FullMethodName:             admins,
+	machine.Machine_Reset_FullMethodName:            admins,
+	machine.Machine_Kubeconfig_FullMethodName:       admins,
+	machine.Machine_EtcdSnapshot_FullMethodName:     admins,
+	machine.Machine_EtcdRemoveMember_FullMethodName: admins,
+	machine.Machine_CreateJoinToken_FullMethodName:  admins,
+	machine.Machine_ListJoinTokens_FullMethodName:   admins,
+	machine.Machine_RevokeJoinToken_FullMethodName:  admins,
 	// A profile shows machined's internals and may hold fragments of what it handled.
 	machine.Machine_Profile_FullMethodName: admins,
 

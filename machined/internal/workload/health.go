@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cairn-os/cairn/machined/internal/etcdmember"
 	"github.com/cairn-os/cairn/machined/internal/health"
 )
 
@@ -33,14 +34,28 @@ func (w *Workload) Health(ctx context.Context) []health.Check {
 	if !w.controlPlane() {
 		return append([]health.Check{{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"}}, w.addonChecks(ctx)...)
 	}
+	etcdErr := w.EtcdHealthy(ctx)
 	checks := []health.Check{
-		{Name: "etcd", Err: w.EtcdHealthy(ctx), Message: "healthy"},
+		{Name: "etcd", Err: etcdErr, Message: w.etcdQuorum(ctx, etcdErr)},
 		{Name: "apiserver", Err: w.APIServerReady(ctx), Message: "ready"},
 	}
 	msg, err := w.controlPlanePodsRunning(ctx)
 	checks = append(checks, health.Check{Name: "control-plane-pods", Err: err, Message: msg})
 	checks = append(checks, health.Check{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"})
 	return append(checks, w.addonChecks(ctx)...)
+}
+
+// etcdQuorum says how many members vote, how many make a quorum, and which one leads, as this node's
+// member sees it: what an operator needs before taking a control plane down.
+func (w *Workload) etcdQuorum(ctx context.Context, healthErr error) string {
+	if healthErr != nil {
+		return ""
+	}
+	ms, err := w.etcdOps().Members(ctx)
+	if err != nil {
+		return "healthy"
+	}
+	return etcdmember.Quorum(ms)
 }
 
 func (w *Workload) controlPlanePodsRunning(ctx context.Context) (string, error) {
