@@ -194,6 +194,13 @@ func TestJoin(t *testing.T) {
 		checkWorkloads(t, c, kc)
 	})
 	if os.Getenv("CAIRN_E2E_JOIN") == "" {
+		t.Run("a worker that resets leaves the node list", func(t *testing.T) {
+			out := mustCtl(t, 10*time.Minute, append(c.mtls(1), "reset", "--no-reboot")...)
+			t.Logf("reset of %s:\n%s", w.Name, out)
+			// The worker marks its Node as left; the control plane deletes it once the kubelet is quiet.
+			waitKubectl(t, kc, 3*time.Minute, func(out string) bool { return !strings.Contains(out, w.Name) },
+				"get", "nodes", "-o", "name")
+		})
 		t.Log("skipping the self-joined third VM: run `make e2e-join` (CAIRN_E2E_JOIN=1)")
 		checkDestroy(t, c)
 		return

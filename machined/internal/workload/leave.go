@@ -20,8 +20,9 @@ import (
 const drainTimeout = 2 * time.Minute
 
 // LeaveTasks take the node out of the cluster before a reset: cordon it, evict its pods (not the static
-// ones, not DaemonSets'), and on a control plane remove its etcd member. They are only for a node whose
-// cluster still answers (graceful reset).
+// ones, not DaemonSets'), mark its Node as left (see LeftAnnotation: the cluster does not list a NotReady
+// node forever), and on a control plane remove its etcd member. They are only for a node whose cluster
+// still answers (graceful reset).
 func (w *Workload) LeaveTasks() []sequence.Task {
 	if w.Renderer() == nil {
 		return nil
@@ -29,6 +30,7 @@ func (w *Workload) LeaveTasks() []sequence.Task {
 	tasks := []sequence.Task{
 		{Name: "cordon", Timeout: time.Minute, Run: w.cordon},
 		{Name: "drain", Timeout: drainTimeout + time.Minute, Run: w.drain},
+		{Name: "leave-node", Timeout: time.Minute, Run: w.markLeft},
 	}
 	if w.controlPlane() {
 		tasks = append(tasks, sequence.Task{Name: "etcd-leave", Timeout: 2 * time.Minute, Run: w.leaveEtcd})

@@ -39,6 +39,9 @@ func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 			return
 		case <-names.C:
 			w.refreshNames(ctx)
+			if cp {
+				w.forgetLeftNodes(ctx)
+			}
 		case <-check.C:
 			if !cp {
 				continue
