@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +161,21 @@ func dirNames(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+func TestStaleLearners(t *testing.T) {
+	ms := []member{
+		{ID: 1, Name: "cp1"},
+		{ID: 2, Name: "cp2", IsLearner: true},  // cp2's earlier join, started
+		{ID: 3, IsLearner: true},               // a learner that never started
+		{ID: 4, Name: "cp3", IsLearner: true},  // another node's learner, running
+		{ID: 5, Name: "cp2", IsLearner: false}, // not a learner: never touched here
+	}
+	var got []uint64
+	for _, m := range staleLearners(ms, "cp2") {
+		got = append(got, m.ID)
+	}
+	if want := []uint64{2, 3}; !slices.Equal(got, want) {
+		t.Errorf("staleLearners(cp2) = %v, want %v", got, want)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/etcdmember"
 )
@@ -34,12 +35,15 @@ var ErrNotInSync = errors.New("the learner is not in sync with the leader yet")
 const (
 	msgNotLearner      = "etcdserver: can only promote a learner member"
 	msgLearnerNotReady = "etcdserver: can only promote a learner member which is in sync with leader"
+	msgMemberNotFound  = "etcdserver: member not found"
 )
 
-// AddLearner adds a learner member that will listen on peerURL and returns its ID and every member
-// afterwards. A member that already has peerURL (a join retried after the ticket was lost) is returned
-// instead of adding a second one.
-func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, []Peer, error) {
+// AddLearner adds a learner member for node name that will listen on peerURL and returns its ID and
+// every member afterwards. A member that already has peerURL (a join retried after the ticket was lost) is
+// returned instead of adding a second one. A learner left by a join that never finished is removed first:
+// one of the same node at another address, or one that never started (etcd admits one learner at a
+// time, so a stale one would refuse every later join).
+func (c *Client) AddLearner(ctx context.Context, name, peerURL string) (uint64, []Peer, error) {
 	var id uint64
 	var peers []Peer
 	err := c.with(ctx, func(ctx context.Context, hc *http.Client) error {
@@ -54,14 +58,46 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, []Peer
 				return nil
 			}
 		}
+		for _, m := range staleLearners(list.Members, name) {
+			if err := c.call(ctx, hc, "/v3/cluster/member/remove", memberIDRequest{ID: m.ID}, nil); err != nil {
+				return fmt.Errorf("remove the stale learner %x (%s) of an unfinished join: %w", m.ID, strings.Join(m.PeerURLs, ","), err)
+			}
+		}
 		var add memberAddResponse
-		if err := c.call(ctx, hc, "/v3/cluster/member/add", memberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true}, &add); err != nil {
-			return fmt.Errorf("add a learner at %s: %w", peerURL, err)
+		// Right after a removal etcd answers an add with "member not found" for about a second (measured
+		// against etcd v3.6: three tries 300 ms apart) while the removal settles; only then is it retried.
+		removed := len(staleLearners(list.Members, name)) > 0
+		for attempt := 1; ; attempt++ {
+			err := c.call(ctx, hc, "/v3/cluster/member/add", memberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true}, &add)
+			var se *StatusError
+			if err == nil || !removed || attempt == 20 || !errors.As(err, &se) || se.Message != msgMemberNotFound {
+				if err != nil {
+					return fmt.Errorf("add a learner at %s: %w", peerURL, err)
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(300 * time.Millisecond):
+			}
 		}
 		id, peers = add.Member.ID, toPeers(add.Members)
 		return nil
 	})
 	return id, peers, err
+}
+
+// staleLearners are the learners a new join of node name replaces: its own from an earlier attempt (at
+// another address), and any that never started.
+func staleLearners(ms []member, name string) []member {
+	var out []member
+	for _, m := range ms {
+		if m.IsLearner && (m.Name == "" || m.Name == name) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Promote makes learner id a voting member. It returns nil when id votes already, and ErrNotInSync while

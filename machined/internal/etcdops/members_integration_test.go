@@ -23,16 +23,26 @@ func TestLearnerJoinPromoteLeave(t *testing.T) {
 	first, c1, _ := startEtcd(t, bin, p, filepath.Join(t.TempDir(), "etcd1"), "n1", "")
 
 	peer2 := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
-	id, peers, err := c1.AddLearner(ctx, peer2)
+	id, peers, err := c1.AddLearner(ctx, "n2", peer2)
 	if err != nil {
 		t.Fatalf("AddLearner = %v", err)
 	}
 	if len(peers) != 2 {
 		t.Fatalf("AddLearner members = %+v, want n1 and the learner", peers)
 	}
-	again, peers2, err := c1.AddLearner(ctx, peer2)
+	again, peers2, err := c1.AddLearner(ctx, "n2", peer2)
 	if err != nil || again != id || len(peers2) != 2 {
 		t.Fatalf("AddLearner again = %x, %d members, %v; want the same learner %x and no third member", again, len(peers2), err, id)
+	}
+	// The join was interrupted and the node comes back at another address: its stale learner goes (etcd
+	// admits one learner at a time, so it would refuse the new one), then back at the first address.
+	elsewhere := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
+	for _, url := range []string{elsewhere, peer2} {
+		moved, peers3, err := c1.AddLearner(ctx, "n2", url)
+		if err != nil || moved == id || len(peers3) != 2 {
+			t.Fatalf("AddLearner(n2, %s) = %x, %+v, %v; want a new learner in place of %x, two members", url, moved, peers3, err, id)
+		}
+		id = moved
 	}
 	if err := c1.Promote(ctx, id); !errors.Is(err, ErrNotInSync) {
 		t.Errorf("Promote of a learner that has not started = %v, want ErrNotInSync", err)
@@ -97,7 +107,7 @@ func TestRemoveMember(t *testing.T) {
 	defer cancel()
 	first, c1, _ := startEtcd(t, bin, p, filepath.Join(t.TempDir(), "etcd1"), "n1", "")
 	peer2 := "https://127.0.0.1:" + strconv.Itoa(freePort(t))
-	id, _, err := c1.AddLearner(ctx, peer2)
+	id, _, err := c1.AddLearner(ctx, "n2", peer2)
 	if err != nil {
 		t.Fatalf("AddLearner = %v", err)
 	}

@@ -32,7 +32,7 @@ func (w *Workload) AddLearner(ctx context.Context, name, address string) (uint64
 		return 0, nil, ErrNotRunning
 	}
 	peerURL := kube.EtcdPeerURL(address)
-	id, peers, err := w.etcdOps().AddLearner(ctx, peerURL)
+	id, peers, err := w.etcdOps().AddLearner(ctx, name, peerURL)
 	if err != nil {
 		return 0, nil, err
 	}
