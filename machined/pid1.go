@@ -86,6 +86,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
 	plat := platform{
 		netState: cfgr,
+		clock:    &clock{log: log},
 		network: func(_ context.Context, c *config.MachineConfig) error {
 			return applyNetworkConfig(cfgr, p.IP, ipOff, &c.Machine.Network, log)
 		},

@@ -33,6 +33,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/server"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 	"github.com/cairn-os/cairn/machined/internal/sys"
+	"github.com/cairn-os/cairn/machined/internal/timesync"
 	"github.com/cairn-os/cairn/machined/internal/volumes"
 	"github.com/cairn-os/cairn/machined/internal/workload"
 	"google.golang.org/grpc"
@@ -55,6 +56,8 @@ type platform struct {
 	// the node does not own the network, sandbox).
 	network  func(ctx context.Context, c *config.MachineConfig) error
 	netState server.Network
+	// clock keeps the clock from the config's time servers, and reports it (nil: sandbox, the host's).
+	clock *clock
 	// beforeBoot runs after the API listens and before the node's boot sequence (sandbox mode copies the
 	// host's resolver files there).
 	beforeBoot func()
@@ -142,7 +145,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
-		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
+		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {
 				return append(vols.Hook(c, seq, stateAt), sequence.Task{Name: "log-files", Run: func(context.Context) error {
@@ -165,7 +168,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
 		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
 		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{},
-		Network: plat.netState},
+		Network: plat.netState, Clock: plat.clockState()},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -231,6 +234,22 @@ func stopGracefully(srv *grpc.Server, wait time.Duration) {
 	case <-time.After(wait):
 		srv.Stop()
 	}
+}
+
+// timeHook is the node's Time hook: nil in sandbox mode, where the clock is the host's.
+func (p platform) timeHook() func(context.Context, *config.MachineConfig) error {
+	if p.clock == nil {
+		return nil
+	}
+	return p.clock.start
+}
+
+// clockState reports the clock in Status: nil in sandbox mode.
+func (p platform) clockState() func() (timesync.State, bool) {
+	if p.clock == nil {
+		return nil
+	}
+	return p.clock.State
 }
 
 // sandboxSystem has no machine to reboot or power off: the node restarts in-process, or the process ends.

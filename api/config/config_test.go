@@ -172,6 +172,11 @@ func TestValidateFields(t *testing.T) {
 			c.Machine.Network.Interfaces = []Interface{{Name: "averylonginterfacename", DHCP: true}}
 		}, "machine.network.interfaces[0].name"},
 		{"search domain", func(c *MachineConfig) { c.Machine.Network.Search = []string{"a b"} }, "machine.network.search[0]"},
+		{"time servers", func(c *MachineConfig) {
+			c.Machine.Time = Time{Servers: []string{"ntp.example.com", "10.0.2.2:10123", "[fd00::1]:123"}, BootWait: "30s"}
+		}, ""},
+		{"time server port", func(c *MachineConfig) { c.Machine.Time.Servers = []string{"10.0.2.2:99999"} }, "machine.time.servers[0]"},
+		{"time boot wait", func(c *MachineConfig) { c.Machine.Time.BootWait = "ten seconds" }, "machine.time.bootWait"},
 		{"dashed extra arg", func(c *MachineConfig) { c.Cluster.APIServer.ExtraArgs = map[string]string{"--v": "2"} }, "cluster.apiServer.extraArgs"},
 		{"malformed CA key", func(c *MachineConfig) { c.Cluster.Secrets.EtcdCA.Key = "junk" }, "cluster.secrets.etcdCA"},
 		{"bad bootstrap token", func(c *MachineConfig) { c.Cluster.Secrets.BootstrapToken = "abc" }, "cluster.secrets.bootstrapToken"},

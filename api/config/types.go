@@ -5,6 +5,8 @@
 // imports nothing else of Cairn's.
 package config
 
+import "time"
+
 // APIVersion and Kind identify a machine config document.
 const (
 	APIVersion        = "cairn.dev/v1alpha1"
@@ -41,6 +43,7 @@ type Machine struct {
 	// CertSANs are extra names and addresses put into the node's API certificate.
 	CertSANs []string `yaml:"certSANs,omitempty" json:"certSANs,omitempty"`
 	Network  Network  `yaml:"network,omitempty" json:"network,omitempty"`
+	Time     Time     `yaml:"time,omitempty" json:"time,omitempty"`
 	Disks    Disks    `yaml:"disks" json:"disks"`
 	Kubelet  Kubelet  `yaml:"kubelet,omitempty" json:"kubelet,omitempty"`
 	// Registries configures how containerd reaches image registries, keyed by the registry's host[:port]
@@ -114,6 +117,29 @@ type Bond struct {
 type VLAN struct {
 	Parent string `yaml:"parent" json:"parent"`
 	ID     int    `yaml:"id" json:"id"` // 1..4094
+}
+
+// Time says where the node's clock comes from. Without servers the node keeps the clock the machine
+// booted with (its RTC, or the hypervisor's).
+type Time struct {
+	// Servers are NTP servers (host or host:port, port 123 by default), asked in order by machined's SNTP
+	// client. With servers, a node waits up to BootWait at each start for a first answer before it checks
+	// or issues certificates.
+	Servers []string `yaml:"servers,omitempty" json:"servers,omitempty"`
+	// BootWait bounds that wait, as a Go duration such as 10s (the default); the node goes on without a
+	// sync after it and keeps asking.
+	BootWait string `yaml:"bootWait,omitempty" json:"bootWait,omitempty"`
+}
+
+// DefaultTimeBootWait is how long a node waits at each start for its first answer from a time server.
+const DefaultTimeBootWait = 10 * time.Second
+
+// BootWaitOrDefault is BootWait parsed (a valid config has a parsable one), or DefaultTimeBootWait.
+func (t Time) BootWaitOrDefault() time.Duration {
+	if d, err := time.ParseDuration(t.BootWait); err == nil && d >= 0 {
+		return d
+	}
+	return DefaultTimeBootWait
 }
 
 // Disks says which disk holds each of Cairn's volumes.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-os/cairn/api/pki"
 )
@@ -39,6 +40,7 @@ func Validate(c *MachineConfig) error {
 		}
 	}
 	validateNetwork(&m.Network, &e)
+	validateTime(&m.Time, &e)
 	validateDisk("machine.disks.state", &m.Disks.State, &e)
 	validateDisk("machine.disks.ephemeral", &m.Disks.Ephemeral, &e)
 	switch {
@@ -321,3 +323,26 @@ func validHostname(s string) bool {
 }
 
 func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+func validateTime(t *Time, e *Errors) {
+	for i, srv := range t.Servers {
+		p := indexPath("machine.time.servers", i)
+		host, port := srv, ""
+		if h, pt, err := net.SplitHostPort(srv); err == nil {
+			host, port = h, pt
+		}
+		if host == "" || strings.ContainsAny(host, " /\t") {
+			e.add(p, "%q is not a host or host:port", srv)
+		}
+		if port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				e.add(p, "%q: the port must be a number in 1..65535", srv)
+			}
+		}
+	}
+	if t.BootWait != "" {
+		if d, err := time.ParseDuration(t.BootWait); err != nil || d < 0 || d > 10*time.Minute {
+			e.add("machine.time.bootWait", "%q is not a duration from 0s to 10m such as 10s", t.BootWait)
+		}
+	}
+}

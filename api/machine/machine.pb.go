@@ -199,7 +199,10 @@ type StatusResponse struct {
 	MachinedRssFileBytes uint64 `protobuf:"varint,16,opt,name=machined_rss_file_bytes,json=machinedRssFileBytes,proto3" json:"machined_rss_file_bytes,omitempty"`
 	// The node's network as machined configured it, and what of the machine config's network this machine
 	// could not apply. Unset in sandbox mode, where the network is the host's.
-	Network       *NetworkStatus `protobuf:"bytes,17,opt,name=network,proto3" json:"network,omitempty"`
+	Network *NetworkStatus `protobuf:"bytes,17,opt,name=network,proto3" json:"network,omitempty"`
+	// The clock: whether a time server of machine.time answered, and how far off the clock was. Unset when
+	// the node keeps the machine's clock (no time servers, or sandbox mode).
+	Clock         *ClockStatus `protobuf:"bytes,18,opt,name=clock,proto3" json:"clock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +356,105 @@ func (x *StatusResponse) GetNetwork() *NetworkStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetClock() *ClockStatus {
+	if x != nil {
+		return x.Clock
+	}
+	return nil
+}
+
+type ClockStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Servers       []string               `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	Synced        bool                   `protobuf:"varint,2,opt,name=synced,proto3" json:"synced,omitempty"`                     // a server answered at least once
+	Server        string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`                      // the server of the last answer
+	OffsetNs      int64                  `protobuf:"varint,4,opt,name=offset_ns,json=offsetNs,proto3" json:"offset_ns,omitempty"` // the last answer's offset of the local clock (before a step)
+	LastSync      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_sync,json=lastSync,proto3" json:"last_sync,omitempty"`
+	Steps         int32                  `protobuf:"varint,6,opt,name=steps,proto3" json:"steps,omitempty"`                         // how many times machined stepped the clock
+	LastError     string                 `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"` // why the last round failed, if it did
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockStatus) Reset() {
+	*x = ClockStatus{}
+	mi := &file_machine_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockStatus) ProtoMessage() {}
+
+func (x *ClockStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockStatus.ProtoReflect.Descriptor instead.
+func (*ClockStatus) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ClockStatus) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ClockStatus) GetSynced() bool {
+	if x != nil {
+		return x.Synced
+	}
+	return false
+}
+
+func (x *ClockStatus) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ClockStatus) GetOffsetNs() int64 {
+	if x != nil {
+		return x.OffsetNs
+	}
+	return 0
+}
+
+func (x *ClockStatus) GetLastSync() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSync
+	}
+	return nil
+}
+
+func (x *ClockStatus) GetSteps() int32 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
+func (x *ClockStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 type NetworkStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Links         []*NetworkLink         `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
@@ -366,7 +468,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_machine_proto_msgTypes[4]
+	mi := &file_machine_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +480,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[4]
+	mi := &file_machine_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +493,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{4}
+	return file_machine_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NetworkStatus) GetLinks() []*NetworkLink {
@@ -440,7 +542,7 @@ type NetworkLink struct {
 
 func (x *NetworkLink) Reset() {
 	*x = NetworkLink{}
-	mi := &file_machine_proto_msgTypes[5]
+	mi := &file_machine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +554,7 @@ func (x *NetworkLink) String() string {
 func (*NetworkLink) ProtoMessage() {}
 
 func (x *NetworkLink) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[5]
+	mi := &file_machine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +567,7 @@ func (x *NetworkLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkLink.ProtoReflect.Descriptor instead.
 func (*NetworkLink) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{5}
+	return file_machine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NetworkLink) GetName() string {
@@ -500,7 +602,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_machine_proto_msgTypes[6]
+	mi := &file_machine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +614,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[6]
+	mi := &file_machine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +627,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{6}
+	return file_machine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InitRequest) GetConfig() []byte {
@@ -560,7 +662,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_machine_proto_msgTypes[7]
+	mi := &file_machine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +674,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[7]
+	mi := &file_machine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +687,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{7}
+	return file_machine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JoinRequest) GetConfig() []byte {
@@ -618,7 +720,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_machine_proto_msgTypes[8]
+	mi := &file_machine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +732,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[8]
+	mi := &file_machine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +745,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{8}
+	return file_machine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PlanRequest) GetConfig() []byte {
@@ -663,7 +765,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_machine_proto_msgTypes[9]
+	mi := &file_machine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +777,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[9]
+	mi := &file_machine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +790,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{9}
+	return file_machine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PlanResponse) GetSteps() []*PlanStep {
@@ -719,7 +821,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_machine_proto_msgTypes[10]
+	mi := &file_machine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +833,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[10]
+	mi := &file_machine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +846,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{10}
+	return file_machine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanStep) GetVolume() string {
@@ -797,7 +899,7 @@ type RebootRequest struct {
 
 func (x *RebootRequest) Reset() {
 	*x = RebootRequest{}
-	mi := &file_machine_proto_msgTypes[11]
+	mi := &file_machine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +911,7 @@ func (x *RebootRequest) String() string {
 func (*RebootRequest) ProtoMessage() {}
 
 func (x *RebootRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[11]
+	mi := &file_machine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +924,7 @@ func (x *RebootRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootRequest.ProtoReflect.Descriptor instead.
 func (*RebootRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{11}
+	return file_machine_proto_rawDescGZIP(), []int{12}
 }
 
 type RebootResponse struct {
@@ -833,7 +935,7 @@ type RebootResponse struct {
 
 func (x *RebootResponse) Reset() {
 	*x = RebootResponse{}
-	mi := &file_machine_proto_msgTypes[12]
+	mi := &file_machine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +947,7 @@ func (x *RebootResponse) String() string {
 func (*RebootResponse) ProtoMessage() {}
 
 func (x *RebootResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[12]
+	mi := &file_machine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +960,7 @@ func (x *RebootResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootResponse.ProtoReflect.Descriptor instead.
 func (*RebootResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{12}
+	return file_machine_proto_rawDescGZIP(), []int{13}
 }
 
 type ShutdownRequest struct {
@@ -869,7 +971,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_machine_proto_msgTypes[13]
+	mi := &file_machine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +983,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[13]
+	mi := &file_machine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +996,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{13}
+	return file_machine_proto_rawDescGZIP(), []int{14}
 }
 
 type ShutdownResponse struct {
@@ -905,7 +1007,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_machine_proto_msgTypes[14]
+	mi := &file_machine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1019,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[14]
+	mi := &file_machine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1032,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{14}
+	return file_machine_proto_rawDescGZIP(), []int{15}
 }
 
 type ResetRequest struct {
@@ -944,7 +1046,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_machine_proto_msgTypes[15]
+	mi := &file_machine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1058,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[15]
+	mi := &file_machine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1071,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{15}
+	return file_machine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResetRequest) GetWipe() []string {
@@ -1001,7 +1103,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_machine_proto_msgTypes[16]
+	mi := &file_machine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1115,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[16]
+	mi := &file_machine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1128,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{16}
+	return file_machine_proto_rawDescGZIP(), []int{17}
 }
 
 type UpgradeRequest struct {
@@ -1038,7 +1140,7 @@ type UpgradeRequest struct {
 
 func (x *UpgradeRequest) Reset() {
 	*x = UpgradeRequest{}
-	mi := &file_machine_proto_msgTypes[17]
+	mi := &file_machine_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1152,7 @@ func (x *UpgradeRequest) String() string {
 func (*UpgradeRequest) ProtoMessage() {}
 
 func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[17]
+	mi := &file_machine_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1165,7 @@ func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeRequest.ProtoReflect.Descriptor instead.
 func (*UpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{17}
+	return file_machine_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpgradeRequest) GetImage() string {
@@ -1081,7 +1183,7 @@ type UpgradeResponse struct {
 
 func (x *UpgradeResponse) Reset() {
 	*x = UpgradeResponse{}
-	mi := &file_machine_proto_msgTypes[18]
+	mi := &file_machine_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1195,7 @@ func (x *UpgradeResponse) String() string {
 func (*UpgradeResponse) ProtoMessage() {}
 
 func (x *UpgradeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[18]
+	mi := &file_machine_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1208,7 @@ func (x *UpgradeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeResponse.ProtoReflect.Descriptor instead.
 func (*UpgradeResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{18}
+	return file_machine_proto_rawDescGZIP(), []int{19}
 }
 
 type EventsRequest struct {
@@ -1119,7 +1221,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_machine_proto_msgTypes[19]
+	mi := &file_machine_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1233,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[19]
+	mi := &file_machine_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1246,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{19}
+	return file_machine_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EventsRequest) GetFollow() bool {
@@ -1179,7 +1281,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_machine_proto_msgTypes[20]
+	mi := &file_machine_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1293,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[20]
+	mi := &file_machine_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1306,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{20}
+	return file_machine_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1290,7 +1392,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1404,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1417,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{21}
+	return file_machine_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LogsRequest) GetService() string {
@@ -1356,7 +1458,7 @@ type DmesgRequest struct {
 
 func (x *DmesgRequest) Reset() {
 	*x = DmesgRequest{}
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1470,7 @@ func (x *DmesgRequest) String() string {
 func (*DmesgRequest) ProtoMessage() {}
 
 func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1483,7 @@ func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DmesgRequest.ProtoReflect.Descriptor instead.
 func (*DmesgRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{22}
+	return file_machine_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DmesgRequest) GetFollow() bool {
@@ -1409,7 +1511,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1523,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1536,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{23}
+	return file_machine_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LogLine) GetTime() *timestamppb.Timestamp {
@@ -1466,7 +1568,7 @@ type ServicesRequest struct {
 
 func (x *ServicesRequest) Reset() {
 	*x = ServicesRequest{}
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1580,7 @@ func (x *ServicesRequest) String() string {
 func (*ServicesRequest) ProtoMessage() {}
 
 func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1593,7 @@ func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesRequest.ProtoReflect.Descriptor instead.
 func (*ServicesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{24}
+	return file_machine_proto_rawDescGZIP(), []int{25}
 }
 
 type ServicesResponse struct {
@@ -1503,7 +1605,7 @@ type ServicesResponse struct {
 
 func (x *ServicesResponse) Reset() {
 	*x = ServicesResponse{}
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1617,7 @@ func (x *ServicesResponse) String() string {
 func (*ServicesResponse) ProtoMessage() {}
 
 func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1630,7 @@ func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesResponse.ProtoReflect.Descriptor instead.
 func (*ServicesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{25}
+	return file_machine_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ServicesResponse) GetServices() []*Service {
@@ -1554,7 +1656,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1668,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1681,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{26}
+	return file_machine_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Service) GetName() string {
@@ -1647,7 +1749,7 @@ type ServiceRequest struct {
 
 func (x *ServiceRequest) Reset() {
 	*x = ServiceRequest{}
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1761,7 @@ func (x *ServiceRequest) String() string {
 func (*ServiceRequest) ProtoMessage() {}
 
 func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1774,7 @@ func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceRequest.ProtoReflect.Descriptor instead.
 func (*ServiceRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{27}
+	return file_machine_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ServiceRequest) GetName() string {
@@ -1691,7 +1793,7 @@ type ServiceResponse struct {
 
 func (x *ServiceResponse) Reset() {
 	*x = ServiceResponse{}
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1805,7 @@ func (x *ServiceResponse) String() string {
 func (*ServiceResponse) ProtoMessage() {}
 
 func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1818,7 @@ func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResponse.ProtoReflect.Descriptor instead.
 func (*ServiceResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{28}
+	return file_machine_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ServiceResponse) GetService() *Service {
@@ -1734,7 +1836,7 @@ type DisksRequest struct {
 
 func (x *DisksRequest) Reset() {
 	*x = DisksRequest{}
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1848,7 @@ func (x *DisksRequest) String() string {
 func (*DisksRequest) ProtoMessage() {}
 
 func (x *DisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1861,7 @@ func (x *DisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksRequest.ProtoReflect.Descriptor instead.
 func (*DisksRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{29}
+	return file_machine_proto_rawDescGZIP(), []int{30}
 }
 
 type DisksResponse struct {
@@ -1771,7 +1873,7 @@ type DisksResponse struct {
 
 func (x *DisksResponse) Reset() {
 	*x = DisksResponse{}
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1885,7 @@ func (x *DisksResponse) String() string {
 func (*DisksResponse) ProtoMessage() {}
 
 func (x *DisksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1898,7 @@ func (x *DisksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksResponse.ProtoReflect.Descriptor instead.
 func (*DisksResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{30}
+	return file_machine_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DisksResponse) GetDisks() []*Disk {
@@ -1829,7 +1931,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1943,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1956,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{31}
+	return file_machine_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Disk) GetName() string {
@@ -1975,7 +2077,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2089,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2102,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{32}
+	return file_machine_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Partition) GetName() string {
@@ -2050,7 +2152,7 @@ type Signature struct {
 
 func (x *Signature) Reset() {
 	*x = Signature{}
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2164,7 @@ func (x *Signature) String() string {
 func (*Signature) ProtoMessage() {}
 
 func (x *Signature) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2177,7 @@ func (x *Signature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signature.ProtoReflect.Descriptor instead.
 func (*Signature) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{33}
+	return file_machine_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Signature) GetType() string {
@@ -2114,7 +2216,7 @@ type MountsRequest struct {
 
 func (x *MountsRequest) Reset() {
 	*x = MountsRequest{}
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2228,7 @@ func (x *MountsRequest) String() string {
 func (*MountsRequest) ProtoMessage() {}
 
 func (x *MountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2241,7 @@ func (x *MountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsRequest.ProtoReflect.Descriptor instead.
 func (*MountsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{34}
+	return file_machine_proto_rawDescGZIP(), []int{35}
 }
 
 type MountsResponse struct {
@@ -2151,7 +2253,7 @@ type MountsResponse struct {
 
 func (x *MountsResponse) Reset() {
 	*x = MountsResponse{}
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2265,7 @@ func (x *MountsResponse) String() string {
 func (*MountsResponse) ProtoMessage() {}
 
 func (x *MountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2278,7 @@ func (x *MountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsResponse.ProtoReflect.Descriptor instead.
 func (*MountsResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{35}
+	return file_machine_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MountsResponse) GetMounts() []*Mount {
@@ -2203,7 +2305,7 @@ type Mount struct {
 
 func (x *Mount) Reset() {
 	*x = Mount{}
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2317,7 @@ func (x *Mount) String() string {
 func (*Mount) ProtoMessage() {}
 
 func (x *Mount) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2330,7 @@ func (x *Mount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mount.ProtoReflect.Descriptor instead.
 func (*Mount) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{36}
+	return file_machine_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Mount) GetSource() string {
@@ -2302,7 +2404,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2416,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2429,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{37}
+	return file_machine_proto_rawDescGZIP(), []int{38}
 }
 
 type HealthResponse struct {
@@ -2340,7 +2442,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2454,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2467,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{38}
+	return file_machine_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HealthResponse) GetChecks() []*HealthCheck {
@@ -2393,7 +2495,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2507,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2520,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{39}
+	return file_machine_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HealthCheck) GetName() string {
@@ -2450,7 +2552,7 @@ type KubeconfigRequest struct {
 
 func (x *KubeconfigRequest) Reset() {
 	*x = KubeconfigRequest{}
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2564,7 @@ func (x *KubeconfigRequest) String() string {
 func (*KubeconfigRequest) ProtoMessage() {}
 
 func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2577,7 @@ func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*KubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{40}
+	return file_machine_proto_rawDescGZIP(), []int{41}
 }
 
 type KubeconfigResponse struct {
@@ -2487,7 +2589,7 @@ type KubeconfigResponse struct {
 
 func (x *KubeconfigResponse) Reset() {
 	*x = KubeconfigResponse{}
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2601,7 @@ func (x *KubeconfigResponse) String() string {
 func (*KubeconfigResponse) ProtoMessage() {}
 
 func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2614,7 @@ func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigResponse.ProtoReflect.Descriptor instead.
 func (*KubeconfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{41}
+	return file_machine_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KubeconfigResponse) GetKubeconfig() []byte {
@@ -2530,7 +2632,7 @@ type EtcdMembersRequest struct {
 
 func (x *EtcdMembersRequest) Reset() {
 	*x = EtcdMembersRequest{}
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2644,7 @@ func (x *EtcdMembersRequest) String() string {
 func (*EtcdMembersRequest) ProtoMessage() {}
 
 func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2657,7 @@ func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersRequest.ProtoReflect.Descriptor instead.
 func (*EtcdMembersRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{42}
+	return file_machine_proto_rawDescGZIP(), []int{43}
 }
 
 type EtcdMembersResponse struct {
@@ -2567,7 +2669,7 @@ type EtcdMembersResponse struct {
 
 func (x *EtcdMembersResponse) Reset() {
 	*x = EtcdMembersResponse{}
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2681,7 @@ func (x *EtcdMembersResponse) String() string {
 func (*EtcdMembersResponse) ProtoMessage() {}
 
 func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2694,7 @@ func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersResponse.ProtoReflect.Descriptor instead.
 func (*EtcdMembersResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{43}
+	return file_machine_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EtcdMembersResponse) GetMembers() []*EtcdMember {
@@ -2616,7 +2718,7 @@ type EtcdMember struct {
 
 func (x *EtcdMember) Reset() {
 	*x = EtcdMember{}
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2730,7 @@ func (x *EtcdMember) String() string {
 func (*EtcdMember) ProtoMessage() {}
 
 func (x *EtcdMember) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2743,7 @@ func (x *EtcdMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMember.ProtoReflect.Descriptor instead.
 func (*EtcdMember) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{44}
+	return file_machine_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EtcdMember) GetId() uint64 {
@@ -2695,7 +2797,7 @@ type EtcdRemoveMemberRequest struct {
 
 func (x *EtcdRemoveMemberRequest) Reset() {
 	*x = EtcdRemoveMemberRequest{}
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2809,7 @@ func (x *EtcdRemoveMemberRequest) String() string {
 func (*EtcdRemoveMemberRequest) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2822,7 @@ func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{45}
+	return file_machine_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EtcdRemoveMemberRequest) GetMember() string {
@@ -2740,7 +2842,7 @@ type EtcdRemoveMemberResponse struct {
 
 func (x *EtcdRemoveMemberResponse) Reset() {
 	*x = EtcdRemoveMemberResponse{}
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +2854,7 @@ func (x *EtcdRemoveMemberResponse) String() string {
 func (*EtcdRemoveMemberResponse) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +2867,7 @@ func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{46}
+	return file_machine_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EtcdRemoveMemberResponse) GetRemoved() *EtcdMember {
@@ -2790,7 +2892,7 @@ type CertificatesRequest struct {
 
 func (x *CertificatesRequest) Reset() {
 	*x = CertificatesRequest{}
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2904,7 @@ func (x *CertificatesRequest) String() string {
 func (*CertificatesRequest) ProtoMessage() {}
 
 func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2917,7 @@ func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesRequest.ProtoReflect.Descriptor instead.
 func (*CertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{47}
+	return file_machine_proto_rawDescGZIP(), []int{48}
 }
 
 type CertificatesResponse struct {
@@ -2828,7 +2930,7 @@ type CertificatesResponse struct {
 
 func (x *CertificatesResponse) Reset() {
 	*x = CertificatesResponse{}
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2942,7 @@ func (x *CertificatesResponse) String() string {
 func (*CertificatesResponse) ProtoMessage() {}
 
 func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2955,7 @@ func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesResponse.ProtoReflect.Descriptor instead.
 func (*CertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{48}
+	return file_machine_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CertificatesResponse) GetCertificates() []*Certificate {
@@ -2885,7 +2987,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +2999,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3012,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{49}
+	return file_machine_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Certificate) GetName() string {
@@ -2970,7 +3072,7 @@ type EtcdSnapshotRequest struct {
 
 func (x *EtcdSnapshotRequest) Reset() {
 	*x = EtcdSnapshotRequest{}
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +3084,7 @@ func (x *EtcdSnapshotRequest) String() string {
 func (*EtcdSnapshotRequest) ProtoMessage() {}
 
 func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +3097,7 @@ func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*EtcdSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{50}
+	return file_machine_proto_rawDescGZIP(), []int{51}
 }
 
 type DataChunk struct {
@@ -3008,7 +3110,7 @@ type DataChunk struct {
 
 func (x *DataChunk) Reset() {
 	*x = DataChunk{}
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3122,7 @@ func (x *DataChunk) String() string {
 func (*DataChunk) ProtoMessage() {}
 
 func (x *DataChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3135,7 @@ func (x *DataChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataChunk.ProtoReflect.Descriptor instead.
 func (*DataChunk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{51}
+	return file_machine_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DataChunk) GetData() []byte {
@@ -3061,7 +3163,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3073,7 +3175,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3086,7 +3188,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{52}
+	return file_machine_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -3121,7 +3223,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3235,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3248,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{53}
+	return file_machine_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -3178,7 +3280,7 @@ type ListJoinTokensRequest struct {
 
 func (x *ListJoinTokensRequest) Reset() {
 	*x = ListJoinTokensRequest{}
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3292,7 @@ func (x *ListJoinTokensRequest) String() string {
 func (*ListJoinTokensRequest) ProtoMessage() {}
 
 func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3305,7 @@ func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{54}
+	return file_machine_proto_rawDescGZIP(), []int{55}
 }
 
 type ListJoinTokensResponse struct {
@@ -3215,7 +3317,7 @@ type ListJoinTokensResponse struct {
 
 func (x *ListJoinTokensResponse) Reset() {
 	*x = ListJoinTokensResponse{}
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3329,7 @@ func (x *ListJoinTokensResponse) String() string {
 func (*ListJoinTokensResponse) ProtoMessage() {}
 
 func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3342,7 @@ func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{55}
+	return file_machine_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListJoinTokensResponse) GetTokens() []*JoinTokenInfo {
@@ -3262,7 +3364,7 @@ type JoinTokenInfo struct {
 
 func (x *JoinTokenInfo) Reset() {
 	*x = JoinTokenInfo{}
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3376,7 @@ func (x *JoinTokenInfo) String() string {
 func (*JoinTokenInfo) ProtoMessage() {}
 
 func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3389,7 @@ func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenInfo.ProtoReflect.Descriptor instead.
 func (*JoinTokenInfo) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{56}
+	return file_machine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *JoinTokenInfo) GetId() string {
@@ -3327,7 +3429,7 @@ type RevokeJoinTokenRequest struct {
 
 func (x *RevokeJoinTokenRequest) Reset() {
 	*x = RevokeJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3441,7 @@ func (x *RevokeJoinTokenRequest) String() string {
 func (*RevokeJoinTokenRequest) ProtoMessage() {}
 
 func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3454,7 @@ func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{57}
+	return file_machine_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RevokeJoinTokenRequest) GetId() string {
@@ -3370,7 +3472,7 @@ type RevokeJoinTokenResponse struct {
 
 func (x *RevokeJoinTokenResponse) Reset() {
 	*x = RevokeJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3382,7 +3484,7 @@ func (x *RevokeJoinTokenResponse) String() string {
 func (*RevokeJoinTokenResponse) ProtoMessage() {}
 
 func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3395,7 +3497,7 @@ func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{58}
+	return file_machine_proto_rawDescGZIP(), []int{59}
 }
 
 type ImageImportRequest struct {
@@ -3411,7 +3513,7 @@ type ImageImportRequest struct {
 
 func (x *ImageImportRequest) Reset() {
 	*x = ImageImportRequest{}
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3525,7 @@ func (x *ImageImportRequest) String() string {
 func (*ImageImportRequest) ProtoMessage() {}
 
 func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3538,7 @@ func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportRequest.ProtoReflect.Descriptor instead.
 func (*ImageImportRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{59}
+	return file_machine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ImageImportRequest) GetMsg() isImageImportRequest_Msg {
@@ -3491,7 +3593,7 @@ type ImageImportHeader struct {
 
 func (x *ImageImportHeader) Reset() {
 	*x = ImageImportHeader{}
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3605,7 @@ func (x *ImageImportHeader) String() string {
 func (*ImageImportHeader) ProtoMessage() {}
 
 func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3618,7 @@ func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportHeader.ProtoReflect.Descriptor instead.
 func (*ImageImportHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{60}
+	return file_machine_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ImageImportHeader) GetFileName() string {
@@ -3553,7 +3655,7 @@ type ImageImportResponse struct {
 
 func (x *ImageImportResponse) Reset() {
 	*x = ImageImportResponse{}
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3667,7 @@ func (x *ImageImportResponse) String() string {
 func (*ImageImportResponse) ProtoMessage() {}
 
 func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3680,7 @@ func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResponse.ProtoReflect.Descriptor instead.
 func (*ImageImportResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{61}
+	return file_machine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ImageImportResponse) GetMsg() isImageImportResponse_Msg {
@@ -3634,7 +3736,7 @@ type ImageImportProgress struct {
 
 func (x *ImageImportProgress) Reset() {
 	*x = ImageImportProgress{}
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3748,7 @@ func (x *ImageImportProgress) String() string {
 func (*ImageImportProgress) ProtoMessage() {}
 
 func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3761,7 @@ func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportProgress.ProtoReflect.Descriptor instead.
 func (*ImageImportProgress) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{62}
+	return file_machine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ImageImportProgress) GetPhase() string {
@@ -3699,7 +3801,7 @@ type ImageImportResult struct {
 
 func (x *ImageImportResult) Reset() {
 	*x = ImageImportResult{}
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3813,7 @@ func (x *ImageImportResult) String() string {
 func (*ImageImportResult) ProtoMessage() {}
 
 func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3826,7 @@ func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResult.ProtoReflect.Descriptor instead.
 func (*ImageImportResult) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{63}
+	return file_machine_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ImageImportResult) GetImages() []*Image {
@@ -3747,7 +3849,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3861,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3874,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{64}
+	return file_machine_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Image) GetName() string {
@@ -3818,7 +3920,7 @@ type ImageListRequest struct {
 
 func (x *ImageListRequest) Reset() {
 	*x = ImageListRequest{}
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3932,7 @@ func (x *ImageListRequest) String() string {
 func (*ImageListRequest) ProtoMessage() {}
 
 func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3945,7 @@ func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListRequest.ProtoReflect.Descriptor instead.
 func (*ImageListRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{65}
+	return file_machine_proto_rawDescGZIP(), []int{66}
 }
 
 type ImageListResponse struct {
@@ -3855,7 +3957,7 @@ type ImageListResponse struct {
 
 func (x *ImageListResponse) Reset() {
 	*x = ImageListResponse{}
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +3969,7 @@ func (x *ImageListResponse) String() string {
 func (*ImageListResponse) ProtoMessage() {}
 
 func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +3982,7 @@ func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListResponse.ProtoReflect.Descriptor instead.
 func (*ImageListResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{66}
+	return file_machine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ImageListResponse) GetImages() []*Image {
@@ -3900,7 +4002,7 @@ type ImageRemoveRequest struct {
 
 func (x *ImageRemoveRequest) Reset() {
 	*x = ImageRemoveRequest{}
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4014,7 @@ func (x *ImageRemoveRequest) String() string {
 func (*ImageRemoveRequest) ProtoMessage() {}
 
 func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4027,7 @@ func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveRequest.ProtoReflect.Descriptor instead.
 func (*ImageRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{67}
+	return file_machine_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ImageRemoveRequest) GetNames() []string {
@@ -3951,7 +4053,7 @@ type ImageRemoveResponse struct {
 
 func (x *ImageRemoveResponse) Reset() {
 	*x = ImageRemoveResponse{}
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4065,7 @@ func (x *ImageRemoveResponse) String() string {
 func (*ImageRemoveResponse) ProtoMessage() {}
 
 func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4078,7 @@ func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveResponse.ProtoReflect.Descriptor instead.
 func (*ImageRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{68}
+	return file_machine_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ImageRemoveResponse) GetRemoved() []string {
@@ -3998,7 +4100,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4010,7 +4112,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4023,7 +4125,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{69}
+	return file_machine_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ProfileRequest) GetName() string {
@@ -4067,7 +4169,7 @@ const file_machine_proto_rawDesc = "" +
 	"go_version\x18\x03 \x01(\tR\tgoVersion\x12-\n" +
 	"\x12kubernetes_version\x18\x04 \x01(\tR\x11kubernetesVersion\x12\x12\n" +
 	"\x04arch\x18\x05 \x01(\tR\x04arch\"\x0f\n" +
-	"\rStatusRequest\"\x96\x05\n" +
+	"\rStatusRequest\"\xd1\x05\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1b\n" +
 	"\tlocked_by\x18\x02 \x01(\tR\blockedBy\x12!\n" +
@@ -4088,7 +4190,17 @@ const file_machine_proto_rawDesc = "" +
 	"\x12machined_rss_bytes\x18\x0e \x01(\x04R\x10machinedRssBytes\x125\n" +
 	"\x17machined_rss_anon_bytes\x18\x0f \x01(\x04R\x14machinedRssAnonBytes\x125\n" +
 	"\x17machined_rss_file_bytes\x18\x10 \x01(\x04R\x14machinedRssFileBytes\x12?\n" +
-	"\anetwork\x18\x11 \x01(\v2%.cairn.machine.v1alpha1.NetworkStatusR\anetwork\"\xb8\x01\n" +
+	"\anetwork\x18\x11 \x01(\v2%.cairn.machine.v1alpha1.NetworkStatusR\anetwork\x129\n" +
+	"\x05clock\x18\x12 \x01(\v2#.cairn.machine.v1alpha1.ClockStatusR\x05clock\"\xe2\x01\n" +
+	"\vClockStatus\x12\x18\n" +
+	"\aservers\x18\x01 \x03(\tR\aservers\x12\x16\n" +
+	"\x06synced\x18\x02 \x01(\bR\x06synced\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\x12\x1b\n" +
+	"\toffset_ns\x18\x04 \x01(\x03R\boffsetNs\x127\n" +
+	"\tlast_sync\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\blastSync\x12\x14\n" +
+	"\x05steps\x18\x06 \x01(\x05R\x05steps\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\"\xb8\x01\n" +
 	"\rNetworkStatus\x129\n" +
 	"\x05links\x18\x01 \x03(\v2#.cairn.machine.v1alpha1.NetworkLinkR\x05links\x12\x16\n" +
 	"\x06routes\x18\x02 \x03(\tR\x06routes\x12 \n" +
@@ -4382,179 +4494,182 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),           // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),          // 1: cairn.machine.v1alpha1.VersionResponse
 	(*StatusRequest)(nil),            // 2: cairn.machine.v1alpha1.StatusRequest
 	(*StatusResponse)(nil),           // 3: cairn.machine.v1alpha1.StatusResponse
-	(*NetworkStatus)(nil),            // 4: cairn.machine.v1alpha1.NetworkStatus
-	(*NetworkLink)(nil),              // 5: cairn.machine.v1alpha1.NetworkLink
-	(*InitRequest)(nil),              // 6: cairn.machine.v1alpha1.InitRequest
-	(*JoinRequest)(nil),              // 7: cairn.machine.v1alpha1.JoinRequest
-	(*PlanRequest)(nil),              // 8: cairn.machine.v1alpha1.PlanRequest
-	(*PlanResponse)(nil),             // 9: cairn.machine.v1alpha1.PlanResponse
-	(*PlanStep)(nil),                 // 10: cairn.machine.v1alpha1.PlanStep
-	(*RebootRequest)(nil),            // 11: cairn.machine.v1alpha1.RebootRequest
-	(*RebootResponse)(nil),           // 12: cairn.machine.v1alpha1.RebootResponse
-	(*ShutdownRequest)(nil),          // 13: cairn.machine.v1alpha1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 14: cairn.machine.v1alpha1.ShutdownResponse
-	(*ResetRequest)(nil),             // 15: cairn.machine.v1alpha1.ResetRequest
-	(*ResetResponse)(nil),            // 16: cairn.machine.v1alpha1.ResetResponse
-	(*UpgradeRequest)(nil),           // 17: cairn.machine.v1alpha1.UpgradeRequest
-	(*UpgradeResponse)(nil),          // 18: cairn.machine.v1alpha1.UpgradeResponse
-	(*EventsRequest)(nil),            // 19: cairn.machine.v1alpha1.EventsRequest
-	(*Event)(nil),                    // 20: cairn.machine.v1alpha1.Event
-	(*LogsRequest)(nil),              // 21: cairn.machine.v1alpha1.LogsRequest
-	(*DmesgRequest)(nil),             // 22: cairn.machine.v1alpha1.DmesgRequest
-	(*LogLine)(nil),                  // 23: cairn.machine.v1alpha1.LogLine
-	(*ServicesRequest)(nil),          // 24: cairn.machine.v1alpha1.ServicesRequest
-	(*ServicesResponse)(nil),         // 25: cairn.machine.v1alpha1.ServicesResponse
-	(*Service)(nil),                  // 26: cairn.machine.v1alpha1.Service
-	(*ServiceRequest)(nil),           // 27: cairn.machine.v1alpha1.ServiceRequest
-	(*ServiceResponse)(nil),          // 28: cairn.machine.v1alpha1.ServiceResponse
-	(*DisksRequest)(nil),             // 29: cairn.machine.v1alpha1.DisksRequest
-	(*DisksResponse)(nil),            // 30: cairn.machine.v1alpha1.DisksResponse
-	(*Disk)(nil),                     // 31: cairn.machine.v1alpha1.Disk
-	(*Partition)(nil),                // 32: cairn.machine.v1alpha1.Partition
-	(*Signature)(nil),                // 33: cairn.machine.v1alpha1.Signature
-	(*MountsRequest)(nil),            // 34: cairn.machine.v1alpha1.MountsRequest
-	(*MountsResponse)(nil),           // 35: cairn.machine.v1alpha1.MountsResponse
-	(*Mount)(nil),                    // 36: cairn.machine.v1alpha1.Mount
-	(*HealthRequest)(nil),            // 37: cairn.machine.v1alpha1.HealthRequest
-	(*HealthResponse)(nil),           // 38: cairn.machine.v1alpha1.HealthResponse
-	(*HealthCheck)(nil),              // 39: cairn.machine.v1alpha1.HealthCheck
-	(*KubeconfigRequest)(nil),        // 40: cairn.machine.v1alpha1.KubeconfigRequest
-	(*KubeconfigResponse)(nil),       // 41: cairn.machine.v1alpha1.KubeconfigResponse
-	(*EtcdMembersRequest)(nil),       // 42: cairn.machine.v1alpha1.EtcdMembersRequest
-	(*EtcdMembersResponse)(nil),      // 43: cairn.machine.v1alpha1.EtcdMembersResponse
-	(*EtcdMember)(nil),               // 44: cairn.machine.v1alpha1.EtcdMember
-	(*EtcdRemoveMemberRequest)(nil),  // 45: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	(*EtcdRemoveMemberResponse)(nil), // 46: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	(*CertificatesRequest)(nil),      // 47: cairn.machine.v1alpha1.CertificatesRequest
-	(*CertificatesResponse)(nil),     // 48: cairn.machine.v1alpha1.CertificatesResponse
-	(*Certificate)(nil),              // 49: cairn.machine.v1alpha1.Certificate
-	(*EtcdSnapshotRequest)(nil),      // 50: cairn.machine.v1alpha1.EtcdSnapshotRequest
-	(*DataChunk)(nil),                // 51: cairn.machine.v1alpha1.DataChunk
-	(*CreateJoinTokenRequest)(nil),   // 52: cairn.machine.v1alpha1.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil),  // 53: cairn.machine.v1alpha1.CreateJoinTokenResponse
-	(*ListJoinTokensRequest)(nil),    // 54: cairn.machine.v1alpha1.ListJoinTokensRequest
-	(*ListJoinTokensResponse)(nil),   // 55: cairn.machine.v1alpha1.ListJoinTokensResponse
-	(*JoinTokenInfo)(nil),            // 56: cairn.machine.v1alpha1.JoinTokenInfo
-	(*RevokeJoinTokenRequest)(nil),   // 57: cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	(*RevokeJoinTokenResponse)(nil),  // 58: cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	(*ImageImportRequest)(nil),       // 59: cairn.machine.v1alpha1.ImageImportRequest
-	(*ImageImportHeader)(nil),        // 60: cairn.machine.v1alpha1.ImageImportHeader
-	(*ImageImportResponse)(nil),      // 61: cairn.machine.v1alpha1.ImageImportResponse
-	(*ImageImportProgress)(nil),      // 62: cairn.machine.v1alpha1.ImageImportProgress
-	(*ImageImportResult)(nil),        // 63: cairn.machine.v1alpha1.ImageImportResult
-	(*Image)(nil),                    // 64: cairn.machine.v1alpha1.Image
-	(*ImageListRequest)(nil),         // 65: cairn.machine.v1alpha1.ImageListRequest
-	(*ImageListResponse)(nil),        // 66: cairn.machine.v1alpha1.ImageListResponse
-	(*ImageRemoveRequest)(nil),       // 67: cairn.machine.v1alpha1.ImageRemoveRequest
-	(*ImageRemoveResponse)(nil),      // 68: cairn.machine.v1alpha1.ImageRemoveResponse
-	(*ProfileRequest)(nil),           // 69: cairn.machine.v1alpha1.ProfileRequest
-	(*timestamppb.Timestamp)(nil),    // 70: google.protobuf.Timestamp
+	(*ClockStatus)(nil),              // 4: cairn.machine.v1alpha1.ClockStatus
+	(*NetworkStatus)(nil),            // 5: cairn.machine.v1alpha1.NetworkStatus
+	(*NetworkLink)(nil),              // 6: cairn.machine.v1alpha1.NetworkLink
+	(*InitRequest)(nil),              // 7: cairn.machine.v1alpha1.InitRequest
+	(*JoinRequest)(nil),              // 8: cairn.machine.v1alpha1.JoinRequest
+	(*PlanRequest)(nil),              // 9: cairn.machine.v1alpha1.PlanRequest
+	(*PlanResponse)(nil),             // 10: cairn.machine.v1alpha1.PlanResponse
+	(*PlanStep)(nil),                 // 11: cairn.machine.v1alpha1.PlanStep
+	(*RebootRequest)(nil),            // 12: cairn.machine.v1alpha1.RebootRequest
+	(*RebootResponse)(nil),           // 13: cairn.machine.v1alpha1.RebootResponse
+	(*ShutdownRequest)(nil),          // 14: cairn.machine.v1alpha1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 15: cairn.machine.v1alpha1.ShutdownResponse
+	(*ResetRequest)(nil),             // 16: cairn.machine.v1alpha1.ResetRequest
+	(*ResetResponse)(nil),            // 17: cairn.machine.v1alpha1.ResetResponse
+	(*UpgradeRequest)(nil),           // 18: cairn.machine.v1alpha1.UpgradeRequest
+	(*UpgradeResponse)(nil),          // 19: cairn.machine.v1alpha1.UpgradeResponse
+	(*EventsRequest)(nil),            // 20: cairn.machine.v1alpha1.EventsRequest
+	(*Event)(nil),                    // 21: cairn.machine.v1alpha1.Event
+	(*LogsRequest)(nil),              // 22: cairn.machine.v1alpha1.LogsRequest
+	(*DmesgRequest)(nil),             // 23: cairn.machine.v1alpha1.DmesgRequest
+	(*LogLine)(nil),                  // 24: cairn.machine.v1alpha1.LogLine
+	(*ServicesRequest)(nil),          // 25: cairn.machine.v1alpha1.ServicesRequest
+	(*ServicesResponse)(nil),         // 26: cairn.machine.v1alpha1.ServicesResponse
+	(*Service)(nil),                  // 27: cairn.machine.v1alpha1.Service
+	(*ServiceRequest)(nil),           // 28: cairn.machine.v1alpha1.ServiceRequest
+	(*ServiceResponse)(nil),          // 29: cairn.machine.v1alpha1.ServiceResponse
+	(*DisksRequest)(nil),             // 30: cairn.machine.v1alpha1.DisksRequest
+	(*DisksResponse)(nil),            // 31: cairn.machine.v1alpha1.DisksResponse
+	(*Disk)(nil),                     // 32: cairn.machine.v1alpha1.Disk
+	(*Partition)(nil),                // 33: cairn.machine.v1alpha1.Partition
+	(*Signature)(nil),                // 34: cairn.machine.v1alpha1.Signature
+	(*MountsRequest)(nil),            // 35: cairn.machine.v1alpha1.MountsRequest
+	(*MountsResponse)(nil),           // 36: cairn.machine.v1alpha1.MountsResponse
+	(*Mount)(nil),                    // 37: cairn.machine.v1alpha1.Mount
+	(*HealthRequest)(nil),            // 38: cairn.machine.v1alpha1.HealthRequest
+	(*HealthResponse)(nil),           // 39: cairn.machine.v1alpha1.HealthResponse
+	(*HealthCheck)(nil),              // 40: cairn.machine.v1alpha1.HealthCheck
+	(*KubeconfigRequest)(nil),        // 41: cairn.machine.v1alpha1.KubeconfigRequest
+	(*KubeconfigResponse)(nil),       // 42: cairn.machine.v1alpha1.KubeconfigResponse
+	(*EtcdMembersRequest)(nil),       // 43: cairn.machine.v1alpha1.EtcdMembersRequest
+	(*EtcdMembersResponse)(nil),      // 44: cairn.machine.v1alpha1.EtcdMembersResponse
+	(*EtcdMember)(nil),               // 45: cairn.machine.v1alpha1.EtcdMember
+	(*EtcdRemoveMemberRequest)(nil),  // 46: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	(*EtcdRemoveMemberResponse)(nil), // 47: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	(*CertificatesRequest)(nil),      // 48: cairn.machine.v1alpha1.CertificatesRequest
+	(*CertificatesResponse)(nil),     // 49: cairn.machine.v1alpha1.CertificatesResponse
+	(*Certificate)(nil),              // 50: cairn.machine.v1alpha1.Certificate
+	(*EtcdSnapshotRequest)(nil),      // 51: cairn.machine.v1alpha1.EtcdSnapshotRequest
+	(*DataChunk)(nil),                // 52: cairn.machine.v1alpha1.DataChunk
+	(*CreateJoinTokenRequest)(nil),   // 53: cairn.machine.v1alpha1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),  // 54: cairn.machine.v1alpha1.CreateJoinTokenResponse
+	(*ListJoinTokensRequest)(nil),    // 55: cairn.machine.v1alpha1.ListJoinTokensRequest
+	(*ListJoinTokensResponse)(nil),   // 56: cairn.machine.v1alpha1.ListJoinTokensResponse
+	(*JoinTokenInfo)(nil),            // 57: cairn.machine.v1alpha1.JoinTokenInfo
+	(*RevokeJoinTokenRequest)(nil),   // 58: cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	(*RevokeJoinTokenResponse)(nil),  // 59: cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	(*ImageImportRequest)(nil),       // 60: cairn.machine.v1alpha1.ImageImportRequest
+	(*ImageImportHeader)(nil),        // 61: cairn.machine.v1alpha1.ImageImportHeader
+	(*ImageImportResponse)(nil),      // 62: cairn.machine.v1alpha1.ImageImportResponse
+	(*ImageImportProgress)(nil),      // 63: cairn.machine.v1alpha1.ImageImportProgress
+	(*ImageImportResult)(nil),        // 64: cairn.machine.v1alpha1.ImageImportResult
+	(*Image)(nil),                    // 65: cairn.machine.v1alpha1.Image
+	(*ImageListRequest)(nil),         // 66: cairn.machine.v1alpha1.ImageListRequest
+	(*ImageListResponse)(nil),        // 67: cairn.machine.v1alpha1.ImageListResponse
+	(*ImageRemoveRequest)(nil),       // 68: cairn.machine.v1alpha1.ImageRemoveRequest
+	(*ImageRemoveResponse)(nil),      // 69: cairn.machine.v1alpha1.ImageRemoveResponse
+	(*ProfileRequest)(nil),           // 70: cairn.machine.v1alpha1.ProfileRequest
+	(*timestamppb.Timestamp)(nil),    // 71: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
-	70, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
-	4,  // 1: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
-	5,  // 2: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
-	10, // 3: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	70, // 4: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	70, // 5: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	70, // 6: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
-	26, // 7: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	70, // 8: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
-	26, // 9: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
-	31, // 10: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
-	33, // 11: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	32, // 12: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
-	33, // 13: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	36, // 14: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
-	39, // 15: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
-	44, // 16: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	44, // 17: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
-	44, // 18: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	49, // 19: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
-	70, // 20: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	70, // 21: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	70, // 22: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
-	70, // 23: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	56, // 24: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
-	70, // 25: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
-	60, // 26: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
-	62, // 27: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
-	63, // 28: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
-	64, // 29: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
-	64, // 30: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
-	0,  // 31: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	2,  // 32: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	6,  // 33: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	7,  // 34: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	8,  // 35: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	11, // 36: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	13, // 37: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	15, // 38: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	17, // 39: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	19, // 40: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	21, // 41: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	22, // 42: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	24, // 43: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	29, // 44: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	34, // 45: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	37, // 46: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	27, // 47: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	27, // 48: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	27, // 49: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	40, // 50: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	42, // 51: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	50, // 52: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	45, // 53: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	47, // 54: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
-	52, // 55: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	54, // 56: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
-	57, // 57: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	59, // 58: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
-	65, // 59: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
-	67, // 60: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	69, // 61: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	1,  // 62: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	3,  // 63: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	20, // 64: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	20, // 65: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	9,  // 66: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	12, // 67: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	14, // 68: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	16, // 69: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	18, // 70: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
-	20, // 71: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	23, // 72: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	23, // 73: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	25, // 74: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	30, // 75: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	35, // 76: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	38, // 77: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	28, // 78: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	28, // 79: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	28, // 80: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	41, // 81: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	43, // 82: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	51, // 83: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	46, // 84: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	48, // 85: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
-	53, // 86: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	55, // 87: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
-	58, // 88: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	61, // 89: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	66, // 90: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	68, // 91: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	51, // 92: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	62, // [62:93] is the sub-list for method output_type
-	31, // [31:62] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	71, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	5,  // 1: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
+	4,  // 2: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
+	71, // 3: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
+	6,  // 4: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
+	11, // 5: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
+	71, // 6: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	71, // 7: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	71, // 8: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	27, // 9: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
+	71, // 10: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	27, // 11: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
+	32, // 12: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
+	34, // 13: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	33, // 14: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
+	34, // 15: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	37, // 16: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
+	40, // 17: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
+	45, // 18: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	45, // 19: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
+	45, // 20: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	50, // 21: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
+	71, // 22: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	71, // 23: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	71, // 24: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	71, // 25: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	57, // 26: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
+	71, // 27: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
+	61, // 28: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
+	63, // 29: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
+	64, // 30: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
+	65, // 31: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
+	65, // 32: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
+	0,  // 33: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	2,  // 34: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	7,  // 35: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	8,  // 36: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	9,  // 37: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	12, // 38: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	14, // 39: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	16, // 40: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	18, // 41: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	20, // 42: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	22, // 43: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	23, // 44: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	25, // 45: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	30, // 46: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	35, // 47: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	38, // 48: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	28, // 49: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	28, // 50: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	28, // 51: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	41, // 52: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	43, // 53: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	51, // 54: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	46, // 55: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	48, // 56: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
+	53, // 57: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	55, // 58: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
+	58, // 59: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	60, // 60: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	66, // 61: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	68, // 62: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	70, // 63: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	1,  // 64: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	3,  // 65: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	21, // 66: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	21, // 67: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	10, // 68: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	13, // 69: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	15, // 70: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	17, // 71: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	19, // 72: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
+	21, // 73: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	24, // 74: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	24, // 75: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	26, // 76: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	31, // 77: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	36, // 78: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	39, // 79: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	29, // 80: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	29, // 81: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	29, // 82: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	42, // 83: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	44, // 84: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	52, // 85: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	47, // 86: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	49, // 87: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	54, // 88: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	56, // 89: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
+	59, // 90: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	62, // 91: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	67, // 92: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	69, // 93: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	52, // 94: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	64, // [64:95] is the sub-list for method output_type
+	33, // [33:64] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -4562,11 +4677,11 @@ func file_machine_proto_init() {
 	if File_machine_proto != nil {
 		return
 	}
-	file_machine_proto_msgTypes[59].OneofWrappers = []any{
+	file_machine_proto_msgTypes[60].OneofWrappers = []any{
 		(*ImageImportRequest_Header)(nil),
 		(*ImageImportRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[61].OneofWrappers = []any{
+	file_machine_proto_msgTypes[62].OneofWrappers = []any{
 		(*ImageImportResponse_Progress)(nil),
 		(*ImageImportResponse_Result)(nil),
 	}
@@ -4576,7 +4691,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   70,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -80,6 +81,7 @@ func newStatus(g *globals) *cobra.Command {
 				if s.Sandbox {
 					row("sandbox", "yes")
 				}
+				row("clock", clockLine(s.Clock))
 				if n := s.Network; n != nil && len(n.Problems) > 0 {
 					row("network", fmt.Sprintf("%d part(s) of machine.network not applied: see cairnctl network", len(n.Problems)))
 				}
@@ -157,4 +159,25 @@ func newService(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+// clockLine says where the node's clock comes from: "" when it keeps the machine's (no time servers).
+func clockLine(c *machine.ClockStatus) string {
+	switch {
+	case c == nil:
+		return ""
+	case !c.Synced:
+		return fmt.Sprintf("not synced: no answer from %s (%s)", strings.Join(c.Servers, ", "), dash(c.LastError))
+	}
+	line := fmt.Sprintf("synced from %s, offset %v", c.Server, time.Duration(c.OffsetNs).Round(time.Millisecond))
+	if c.LastSync != nil {
+		line += ", " + ago(c.LastSync.AsTime()) + " ago"
+	}
+	if c.Steps > 0 {
+		line += fmt.Sprintf("; stepped %d time(s)", c.Steps)
+	}
+	if c.LastError != "" {
+		line += "; last round failed: " + c.LastError
+	}
+	return line
 }

@@ -36,3 +36,20 @@ not applied:
 		t.Errorf("printNetwork() (-want +got):\n%s", diff)
 	}
 }
+
+func TestClockLine(t *testing.T) {
+	tests := []struct {
+		c    *machine.ClockStatus
+		want string
+	}{
+		{nil, ""},
+		{&machine.ClockStatus{Servers: []string{"a", "b"}, LastError: "a: timeout"}, "not synced: no answer from a, b (a: timeout)"},
+		{&machine.ClockStatus{Servers: []string{"a"}, Synced: true, Server: "a", OffsetNs: -2_500_000_000, Steps: 1},
+			"synced from a, offset -2.5s; stepped 1 time(s)"},
+	}
+	for _, tc := range tests {
+		if got := clockLine(tc.c); got != tc.want {
+			t.Errorf("clockLine(%v) = %q, want %q", tc.c, got, tc.want)
+		}
+	}
+}

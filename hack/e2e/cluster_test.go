@@ -133,11 +133,14 @@ func TestControlPlane(t *testing.T) {
 		}
 		// This Init's config also carries a machine.network (issue 14): a second static address and a
 		// route on the cluster NIC, the resolver, and a NIC the VM lacks, which must not stop Init.
-		cfg := withNetworkConfig(t, c.nodeConfig(0), n.Address)
+		// And a time server on the host, ahead of the node's clock, which the node must step to.
+		timeServer := serveTime(t)
+		cfg := withNetworkConfig(t, c.nodeConfig(0), n.Address, timeServer)
 		out := mustCtl(t, initTimeout, append(c.maint(t, 0), "init", "--config", cfg, "--etcd-snapshot", snapshot)...)
 		t.Logf("init --etcd-snapshot:\n%s", out)
 		waitStatus(t, mtls, time.Minute, func(s statusResp) bool { return s.State == "Running" })
 		t.Run("network from the config", func(t *testing.T) { checkNetworkConfig(t, mtls(), n.Address) })
+		t.Run("clock from the config's time server", func(t *testing.T) { checkClock(t, mtls(), timeServer) })
 		mustCtl(t, 10*time.Minute, append(mtls(), "health")...)
 		waitConfigMap(t, kc, "keep-me", "42")
 		waitNodeReady(t, kc, n.Name)

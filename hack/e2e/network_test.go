@@ -3,14 +3,17 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/hack/ntpserver"
 )
 
 // networkStatus is the JSON of `cairnctl network -o json`.
@@ -29,8 +32,8 @@ type networkStatus struct {
 // withNetworkConfig writes a copy of the node config at src whose machine.network gives the cluster NIC
 // (eth1, 10.5.0.x from ip=) a second static address and a route, sets the resolver and a search domain,
 // and names a NIC the VM does not have. eth0, QEMU's user network that carries the machine API, is left
-// to DHCP.
-func withNetworkConfig(t *testing.T, src, addr string) string {
+// to DHCP. Its machine.time names timeServer.
+func withNetworkConfig(t *testing.T, src, addr, timeServer string) string {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -49,6 +52,7 @@ func withNetworkConfig(t *testing.T, src, addr string) string {
 		Nameservers: []string{"10.0.2.3"}, // QEMU's resolver, the one DHCP gives
 		Search:      []string{"cairn.test"},
 	}
+	c.Machine.Time = config.Time{Servers: []string{timeServer}}
 	out, err := config.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -91,5 +95,44 @@ func checkNetworkConfig(t *testing.T, mtls []string, addr string) {
 	}
 	if out := mustCtl(t, time.Minute, append(mtls, "status")...); !strings.Contains(out, "1 part(s) of machine.network not applied") {
 		t.Errorf("status does not mention the network config's problem:\n%s", out)
+	}
+}
+
+// clockSkew is how far ahead of the host the test's time server runs: the node steps its clock forward by
+// that much at Init. Forward, and by less than the hour every Cairn certificate is backdated, so the
+// host's clients keep trusting the node's new certificates.
+const clockSkew = 90 * time.Second
+
+// serveTime starts an NTP server on the host, clockSkew ahead, and returns its address as a QEMU guest
+// reaches it (10.0.2.2 is the host's loopback on QEMU's user network).
+func serveTime(t *testing.T) string {
+	srv, err := ntpserver.Listen("127.0.0.1:0", clockSkew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return fmt.Sprintf("10.0.2.2:%d", srv.Port())
+}
+
+// checkClock: the node synced from the test's server and stepped its clock by about clockSkew.
+func checkClock(t *testing.T, mtls []string, server string) {
+	var st struct {
+		Clock struct {
+			Synced   bool   `json:"synced"`
+			Server   string `json:"server"`
+			OffsetNs string `json:"offset_ns"`
+			Steps    int    `json:"steps"`
+		} `json:"clock"`
+	}
+	ctlJSON(t, &st, append(mtls, "status")...)
+	off, _ := strconv.ParseInt(st.Clock.OffsetNs, 10, 64)
+	c := st.Clock
+	// The last answer's offset is the first one's (the step) or, after the step, a few milliseconds.
+	stepped := time.Duration(off) > clockSkew-10*time.Second || c.Steps >= 1
+	if !c.Synced || c.Server != server || !stepped {
+		t.Errorf("status clock = %+v, want synced from %s with a step of about %v", c, server, clockSkew)
+	}
+	if out := mustCtl(t, time.Minute, append(mtls, "status")...); !strings.Contains(out, "synced from "+server) {
+		t.Errorf("status does not say where the clock comes from:\n%s", out)
 	}
 }

@@ -190,10 +190,16 @@ func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []s
 		)
 	}
 	if seq == fsm.SeqStart {
+		// A configured node's clock is set before its certificate is checked; its API answers after.
+		tasks = append(tasks, n.o.Hooks.network(cfg)...)
 		tasks = append(tasks, sequence.Task{Name: "machine-certificate-renewal", Run: n.renewCertificate})
 	}
 	tasks = append(tasks, sequence.Task{Name: "api-mutual-tls", Run: n.useMutualTLS})
-	tasks = append(tasks, n.o.Hooks.network(cfg)...)
+	if seq != fsm.SeqStart {
+		// Init and Join switch to mutual TLS first: a node that took its lock stops taking the bootstrap
+		// token before anything slow.
+		tasks = append(tasks, n.o.Hooks.network(cfg)...)
+	}
 	tasks = append(tasks, n.o.Hooks.storage(cfg, seq, n.setStateDir)...)
 	// STATE moves from RAM to its disk once mounted (a no-op when it was found there at boot).
 	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.StateDir()) }})

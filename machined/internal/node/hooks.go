@@ -19,6 +19,10 @@ type Hooks struct {
 	// what it cannot apply it reports (status, console) without failing the sequence, so the node stays
 	// reachable on what works. Nil where the node does not own the network (sandbox mode).
 	Network func(ctx context.Context, c *config.MachineConfig) error
+	// Time starts keeping the clock from the config's time servers and waits (bounded) for a first answer,
+	// right after Network: certificates are checked and issued after it. Nil where the node does not own
+	// the clock (sandbox mode).
+	Time func(ctx context.Context, c *config.MachineConfig) error
 	// Storage plans, formats and mounts the node's volumes. It runs first in Init, Join and Start, before
 	// anything is written to STATE. Its tasks call stateAt with the directory STATE lives in once they
 	// know it (found or mounted).
@@ -44,11 +48,16 @@ func (h Hooks) storage(c *config.MachineConfig, seq fsm.Sequence, stateAt func(d
 	return h.Storage(c, seq, stateAt)
 }
 
+// network lists the network and time tasks, those of the hooks that are set.
 func (h Hooks) network(c *config.MachineConfig) []sequence.Task {
-	if h.Network == nil {
-		return nil
+	var tasks []sequence.Task
+	if h.Network != nil {
+		tasks = append(tasks, sequence.Task{Name: "network", Run: func(ctx context.Context) error { return h.Network(ctx, c) }})
 	}
-	return []sequence.Task{{Name: "network", Run: func(ctx context.Context) error { return h.Network(ctx, c) }}}
+	if h.Time != nil {
+		tasks = append(tasks, sequence.Task{Name: "time", Run: func(ctx context.Context) error { return h.Time(ctx, c) }})
+	}
+	return tasks
 }
 
 func (h Hooks) workload(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-os/cairn/api/config"
@@ -541,25 +542,28 @@ func TestRebootRenewsTheMachineCertificate(t *testing.T) {
 	}
 }
 
-// TestNetworkAppliesOnEveryStartAfterMutualTLS checks that the machine config's network is applied in
-// Init and again at each start, only once the API answers with mutual TLS (a node never changes its
-// addresses while it still takes the bootstrap token).
-func TestNetworkAppliesOnEveryStartAfterMutualTLS(t *testing.T) {
+// TestNetworkAndTimeOnEveryStart checks that the machine config's network and then its clock are set up
+// in Init and again at each start; in Init only once the API answers with mutual TLS (a node never
+// changes its addresses while it still takes the bootstrap token).
+func TestNetworkAndTimeOnEveryStart(t *testing.T) {
 	c := testcluster.New(t)
-	var applied atomic.Int32
-	var api *fakeAPI
+	var mu sync.Mutex
+	var calls []string
 	h := start(t, t.TempDir(), func(o *Options) {
-		api = o.API.(*fakeAPI)
-		o.Hooks.Network = func(_ context.Context, cfg *config.MachineConfig) error {
-			if mtls, _ := api.state(); !mtls {
-				t.Error("the network was applied before the API switched to mutual TLS")
+		api := o.API.(*fakeAPI)
+		record := func(name string) func(context.Context, *config.MachineConfig) error {
+			return func(_ context.Context, cfg *config.MachineConfig) error {
+				mtls, _ := api.state()
+				mu.Lock()
+				calls = append(calls, fmt.Sprintf("%s mtls=%t", name, mtls))
+				mu.Unlock()
+				if cfg == nil || cfg.Cluster.Name != "test" {
+					t.Errorf("%s hook got config %+v, want the node's", name, cfg)
+				}
+				return nil
 			}
-			if cfg == nil || cfg.Cluster.Name != "test" {
-				t.Errorf("Network hook got config %+v, want the node's", cfg)
-			}
-			applied.Add(1)
-			return nil
 		}
+		o.Hooks.Network, o.Hooks.Time = record("network"), record("time")
 	})
 	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
 		t.Fatal(err)
@@ -569,7 +573,23 @@ func TestNetworkAppliesOnEveryStartAfterMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, h.Node, fsm.Running)
-	if got := applied.Load(); got != 2 {
-		t.Errorf("network applied %d times, want 2 (Init, the start after the reboot)", got)
+	mu.Lock()
+	defer mu.Unlock()
+	// After the in-process reboot the fake API still says mutual TLS; the start's order shows in its tasks.
+	want := []string{"network mtls=true", "time mtls=true", "network mtls=true", "time mtls=true"}
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("hook calls (-want +got):\n%s", diff)
+	}
+	var order []string
+	for _, e := range h.bus.History(0) {
+		if e.Kind == events.KindTask && e.Outcome == events.Started && e.Sequence == string(fsm.SeqStart) {
+			order = append(order, e.Task)
+		}
+	}
+	if len(order) < 4 {
+		t.Fatalf("start tasks = %v", order)
+	}
+	if diff := cmp.Diff([]string{"network", "time", "machine-certificate-renewal", "api-mutual-tls"}, order[:4]); diff != "" {
+		t.Errorf("the start's first tasks (-want +got):\n%s", diff)
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
+	"github.com/cairn-os/cairn/machined/internal/timesync"
 )
 
 type fakeNetwork struct {
@@ -40,5 +43,19 @@ func TestNetworkStatus(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, networkStatus(n), protocmp.Transform()); diff != "" {
 		t.Errorf("networkStatus() (-want +got):\n%s", diff)
+	}
+}
+
+func TestClockStatus(t *testing.T) {
+	at := time.Date(2026, 11, 26, 11, 0, 0, 0, time.UTC)
+	got := clockStatus(timesync.State{Servers: []string{"10.0.2.2:10123"}, Synced: true, Server: "10.0.2.2:10123",
+		Offset: -1500 * time.Millisecond, LastSync: at, Steps: 1})
+	want := &machine.ClockStatus{Servers: []string{"10.0.2.2:10123"}, Synced: true, Server: "10.0.2.2:10123",
+		OffsetNs: -1_500_000_000, LastSync: timestamppb.New(at), Steps: 1}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("clockStatus() (-want +got):\n%s", diff)
+	}
+	if got := clockStatus(timesync.State{Servers: []string{"ntp.example"}, LastErr: "ntp.example: timeout"}); got.LastSync != nil || got.Synced {
+		t.Errorf("clockStatus() of a clock never synced = %v", got)
 	}
 }

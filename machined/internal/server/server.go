@@ -25,6 +25,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
 	"github.com/cairn-os/cairn/machined/internal/proc"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
+	"github.com/cairn-os/cairn/machined/internal/timesync"
 	"github.com/cairn-os/cairn/machined/internal/volumes"
 )
 
@@ -58,6 +59,8 @@ type Server struct {
 	Profiles Profiler
 	// Network is the node's network configurator (nil in sandbox mode: the network is the host's).
 	Network Network
+	// Clock reports the clock's sync state; false or nil: the node keeps the machine's clock.
+	Clock func() (timesync.State, bool)
 }
 
 // Build identifies the running binary.
@@ -109,6 +112,11 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 	}
 	if s.Network != nil {
 		r.Network = networkStatus(s.Network)
+	}
+	if s.Clock != nil {
+		if st, ok := s.Clock(); ok {
+			r.Clock = clockStatus(st)
+		}
 	}
 	return r, nil
 }
