@@ -202,7 +202,9 @@ type StatusResponse struct {
 	Network *NetworkStatus `protobuf:"bytes,17,opt,name=network,proto3" json:"network,omitempty"`
 	// The clock: whether a time server of machine.time answered, and how far off the clock was. Unset when
 	// the node keeps the machine's clock (no time servers, or sandbox mode).
-	Clock         *ClockStatus `protobuf:"bytes,18,opt,name=clock,proto3" json:"clock,omitempty"`
+	Clock *ClockStatus `protobuf:"bytes,18,opt,name=clock,proto3" json:"clock,omitempty"`
+	// What the node does that weakens its guarantees, e.g. a self-join with cairn.joinca=insecure.
+	Warnings      []string `protobuf:"bytes,19,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,6 +361,13 @@ func (x *StatusResponse) GetNetwork() *NetworkStatus {
 func (x *StatusResponse) GetClock() *ClockStatus {
 	if x != nil {
 		return x.Clock
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -4169,7 +4178,7 @@ const file_machine_proto_rawDesc = "" +
 	"go_version\x18\x03 \x01(\tR\tgoVersion\x12-\n" +
 	"\x12kubernetes_version\x18\x04 \x01(\tR\x11kubernetesVersion\x12\x12\n" +
 	"\x04arch\x18\x05 \x01(\tR\x04arch\"\x0f\n" +
-	"\rStatusRequest\"\xd1\x05\n" +
+	"\rStatusRequest\"\xed\x05\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1b\n" +
 	"\tlocked_by\x18\x02 \x01(\tR\blockedBy\x12!\n" +
@@ -4191,7 +4200,8 @@ const file_machine_proto_rawDesc = "" +
 	"\x17machined_rss_anon_bytes\x18\x0f \x01(\x04R\x14machinedRssAnonBytes\x125\n" +
 	"\x17machined_rss_file_bytes\x18\x10 \x01(\x04R\x14machinedRssFileBytes\x12?\n" +
 	"\anetwork\x18\x11 \x01(\v2%.cairn.machine.v1alpha1.NetworkStatusR\anetwork\x129\n" +
-	"\x05clock\x18\x12 \x01(\v2#.cairn.machine.v1alpha1.ClockStatusR\x05clock\"\xe2\x01\n" +
+	"\x05clock\x18\x12 \x01(\v2#.cairn.machine.v1alpha1.ClockStatusR\x05clock\x12\x1a\n" +
+	"\bwarnings\x18\x13 \x03(\tR\bwarnings\"\xe2\x01\n" +
 	"\vClockStatus\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12\x16\n" +

@@ -85,6 +85,9 @@ func newStatus(g *globals) *cobra.Command {
 				if n := s.Network; n != nil && len(n.Problems) > 0 {
 					row("network", fmt.Sprintf("%d part(s) of machine.network not applied: see cairnctl network", len(n.Problems)))
 				}
+				for _, warning := range s.Warnings {
+					row("warning", warning)
+				}
 				row("last error", s.LastError)
 				return w.Flush()
 			})

@@ -21,14 +21,23 @@ import (
 
 // Client asks join services for tickets.
 type Client struct {
-	// CAHash pins the cluster's machine CA (hex SHA-256 of its DER certificate, `cairn.joinca=`). Empty:
-	// the join service's certificate is not checked, and the ticket's own checks are all that stands
-	// between the node and a wrong cluster.
+	// CAHash pins the cluster's machine CA (hex SHA-256 of its DER certificate, `cairn.joinca=`). "insecure"
+	// (InsecureCA) skips the check, and the ticket's own checks are all that stands between the node and a
+	// wrong cluster; empty refuses to ask at all.
 	CAHash string
 }
 
+// InsecureCA as CAHash accepts any join service.
+const InsecureCA = "insecure"
+
+// ErrNoCA refuses a ticket request without a pinned CA.
+var ErrNoCA = errors.New("no join CA pinned (cairn.joinca=): refusing to ask an unauthenticated join service for a ticket")
+
 // RequestTicket dials addr (HOST[:PORT], port 50001 by default) and asks for a ticket.
 func (c *Client) RequestTicket(ctx context.Context, addr string, req *machine.TicketRequest) (*machine.JoinTicket, error) {
+	if c.CAHash == "" {
+		return nil, ErrNoCA
+	}
 	target, err := client.WithDefaultPort(addr, client.JoinPort)
 	if err != nil {
 		return nil, err
@@ -48,7 +57,7 @@ func (c *Client) tlsConfig() *tls.Config {
 		// Verified below against the pinned CA, which is not in any system pool.
 		InsecureSkipVerify: true,
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if want == "" {
+			if want == InsecureCA {
 				return nil
 			}
 			return verifyPinned(raw, want)

@@ -75,6 +75,9 @@ func TestTicketOverTheWire(t *testing.T) {
 	if _, err := (&Client{CAHash: "00" + pin[2:]}).RequestTicket(ctx, addr, req); err == nil {
 		t.Fatal("a join service whose CA does not match the pin was trusted")
 	}
+	if _, err := (&Client{}).RequestTicket(ctx, addr, req); !errors.Is(err, ErrNoCA) {
+		t.Fatalf("RequestTicket without a pinned CA = %v, want ErrNoCA", err)
+	}
 	ticket, err := (&Client{CAHash: pin}).RequestTicket(ctx, addr, req)
 	if err != nil {
 		t.Fatalf("RequestTicket = %v", err)

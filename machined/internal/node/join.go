@@ -120,11 +120,30 @@ const (
 	joinBackoffMax = 30 * time.Second
 )
 
+// JoinCAInsecure, as cairn.joinca=, lets a node join by itself without checking the join service's CA
+// (joinsvc.InsecureCA).
+const JoinCAInsecure = "insecure"
+
+// ErrJoinUnpinned refuses a self-join that does not pin the cluster's CA.
+var ErrJoinUnpinned = errors.New("cairn.join= is set without cairn.joinca=: the node does not know whom it would join, " +
+	"so it does not ask (anyone on the path could hand it a ticket for their own cluster); add cairn.joinca= with the hash " +
+	"'cairnctl join-token create' prints, or cairn.joinca=" + JoinCAInsecure + " to skip the check; the node waits for an operator's Join")
+
 // startJoinClient asks the configured join service for a ticket until it gets one or the lock is taken
-// (by an operator's Init or Join), retrying with capped exponential backoff and jitter.
+// (by an operator's Init or Join), retrying with capped exponential backoff and jitter. A node told to join
+// without a pinned CA refuses, and says why in status (kubeadm's --discovery-token-ca-cert-hash rule).
 func (n *Node) startJoinClient() {
 	if n.o.JoinAddr == "" || n.o.Tickets == nil {
 		return
+	}
+	switch n.o.JoinCA {
+	case "":
+		n.setErr(ErrJoinUnpinned)
+		n.o.Log.Error("not joining by itself", "join", n.o.JoinAddr, "error", ErrJoinUnpinned)
+		n.o.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: ErrJoinUnpinned.Error()})
+		return
+	case JoinCAInsecure:
+		n.o.Log.Warn("joining without checking the join service's CA (cairn.joinca=insecure)", "join", n.o.JoinAddr)
 	}
 	ctx, cancel := context.WithCancel(n.life)
 	n.mu.Lock()

@@ -55,7 +55,11 @@ type Options struct {
 	Addresses func() []net.IP
 	// Join is where a node joins by itself from (cairn.join= / --join); empty: it waits for an operator.
 	JoinAddr, JoinToken string
-	Tickets             TicketSource
+	// JoinCA pins the cluster's machine CA for that join (cairn.joinca=, the hex SHA-256 that cairnctl
+	// join-token create prints). Without it the node does not join by itself: anyone on the path could hand
+	// it a ticket for their own cluster. JoinCAInsecure skips the check, said out loud.
+	JoinCA  string
+	Tickets TicketSource
 	// Extensions add tasks to the sequences (disks, Kubernetes); see Hooks.
 	Hooks Hooks
 }
@@ -124,6 +128,8 @@ type Status struct {
 	BootTime     time.Time
 	Sandbox      bool
 	PublicKeyPEM []byte
+	// Warnings are what the node does that weakens its guarantees (a join without a pinned CA).
+	Warnings []string
 }
 
 // Status reports where the node is.
@@ -149,6 +155,9 @@ func (n *Node) Status() Status {
 	}
 	if n.identity != nil {
 		s.PublicKeyPEM, _ = publicKeyPEM(n.identity)
+	}
+	if n.o.JoinAddr != "" && n.o.JoinCA == JoinCAInsecure {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("joins %s without checking whom it talks to (cairn.joinca=%s)", n.o.JoinAddr, JoinCAInsecure))
 	}
 	return s
 }

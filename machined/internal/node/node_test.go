@@ -314,7 +314,7 @@ func (f *fakeTickets) RequestTicket(ctx context.Context, addr string, req *machi
 func TestJoinClientRetriesUntilItJoins(t *testing.T) {
 	c := testcluster.New(t)
 	ft := &fakeTickets{c: c, t: t, failFor: 2}
-	h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.JoinToken, o.Tickets = "cp:50001", "tok", ft })
+	h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.JoinToken, o.JoinCA, o.Tickets = "cp:50001", "tok", "ab12", ft })
 	deadline := time.Now().Add(20 * time.Second)
 	for h.Status().LockedBy == "" && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -340,7 +340,7 @@ func TestJoinClientRetriesUntilItJoins(t *testing.T) {
 func TestInitStopsTheJoinClient(t *testing.T) {
 	c := testcluster.New(t)
 	ft := &fakeTickets{c: c, t: t, failFor: 1 << 30}
-	h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.Tickets = "cp:50001", ft })
+	h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.JoinCA, o.Tickets = "cp:50001", "ab12", ft })
 	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -591,5 +591,42 @@ func TestNetworkAndTimeOnEveryStart(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"network", "time", "machine-certificate-renewal", "api-mutual-tls"}, order[:4]); diff != "" {
 		t.Errorf("the start's first tasks (-want +got):\n%s", diff)
+	}
+}
+
+// TestSelfJoinNeedsAPinnedCA: a node told to join by itself without cairn.joinca= never asks for a ticket
+// and says why; with cairn.joinca=insecure it asks, and status warns that it does not know whom it joins.
+func TestSelfJoinNeedsAPinnedCA(t *testing.T) {
+	for _, tc := range []struct {
+		ca        string
+		wantAsked bool
+		wantErr   string
+		wantWarn  string
+	}{
+		{ca: "", wantErr: "cairn.join= is set without cairn.joinca="},
+		{ca: JoinCAInsecure, wantAsked: true, wantWarn: "joins cp:50001 without checking whom it talks to (cairn.joinca=insecure)"},
+	} {
+		t.Run("joinca="+tc.ca, func(t *testing.T) {
+			ft := &fakeTickets{failFor: 1 << 30} // never a ticket: the node stays in Boot
+			h := start(t, t.TempDir(), func(o *Options) { o.JoinAddr, o.JoinToken, o.JoinCA, o.Tickets = "cp:50001", "tok", tc.ca, ft })
+			if tc.wantAsked {
+				deadline := time.Now().Add(5 * time.Second)
+				for ft.calls.Load() == 0 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if asked := ft.calls.Load() > 0; asked != tc.wantAsked {
+				t.Errorf("asked for a ticket = %t, want %t", asked, tc.wantAsked)
+			}
+			st := h.Status()
+			if st.State != fsm.Boot || !strings.Contains(st.LastError, tc.wantErr) || (tc.wantErr == "" && st.LastError != "") {
+				t.Errorf("status = %s, last error %q; want Boot and %q", st.State, st.LastError, tc.wantErr)
+			}
+			if got := strings.Join(st.Warnings, "; "); got != tc.wantWarn {
+				t.Errorf("warnings = %q, want %q", got, tc.wantWarn)
+			}
+		})
 	}
 }
