@@ -27,11 +27,20 @@ func (w *Workload) writeControlPlane(context.Context) error {
 // writeEtcd writes etcd's static pod, in a new cluster or, on a joined control plane, in the one its
 // ticket names (etcd ignores that once its data directory exists). It runs after the ETCD volume is
 // mounted (the storage tasks come first in every sequence), and the kubelet cannot start etcd before this
-// file exists: etcd never starts on the node's root filesystem by mistake (kops' guard).
-func (w *Workload) writeEtcd(context.Context) error {
+// file exists: etcd never starts on the node's root filesystem by mistake (kops' guard). The guard checks
+// what is mounted there at every start (EtcdVolume), not only that a directory exists.
+func (w *Workload) writeEtcd(ctx context.Context) error {
 	r := w.Renderer()
 	if _, err := os.Stat(r.Layout().EtcdData()); err != nil {
 		return fmt.Errorf("the etcd volume is not there: %w", err)
+	}
+	w.mu.Lock()
+	cfg := w.cfg
+	w.mu.Unlock()
+	if w.EtcdVolume != nil && cfg != nil {
+		if err := w.EtcdVolume(ctx, cfg); err != nil {
+			return err
+		}
 	}
 	f, err := r.EtcdManifest(w.etcdOptions())
 	if err != nil {

@@ -77,6 +77,9 @@ type Workload struct {
 	StateDir func() string
 	// Bind bind-mounts a directory (sys.Bind); nil in sandbox mode, where /etc is a plain directory.
 	Bind func(src, dst string) error
+	// EtcdVolume checks that etcd's data path is this cluster's etcd volume before etcd's manifest is
+	// written (volumes.Manager.CheckEtcdVolume); nil: only that the directory exists.
+	EtcdVolume func(ctx context.Context, c *config.MachineConfig) error
 
 	mu       sync.Mutex
 	client   *client.Client
