@@ -63,6 +63,17 @@ func TestControlPlane(t *testing.T) {
 		waitKubectl(t, kc, 2*time.Minute, func(out string) bool { return strings.Contains(out, echoGreeting) },
 			"get", "--raw", "/api/v1/namespaces/default/pods/echo:8080/proxy/")
 		kubectl(t, kc, "create", "configmap", "keep-me", "--from-literal=answer=42")
+		// The kubelet's serving certificate comes from the cluster: its CSR approved by the control plane's
+		// machined, signed by the controller manager; logs are served over it.
+		waitKubectl(t, kc, 3*time.Minute, func(out string) bool {
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "system:node:"+n.Name) && strings.HasSuffix(strings.TrimSpace(l), "Approved,Issued") {
+					return true
+				}
+			}
+			return false
+		}, "get", "csr", "--field-selector=spec.signerName=kubernetes.io/kubelet-serving")
+		waitKubectl(t, kc, 2*time.Minute, func(string) bool { return true }, "logs", "echo")
 	})
 
 	var certsBefore map[string]time.Time

@@ -93,9 +93,9 @@ func (r *Renderer) KubeletConfiguration(o KubeletOptions) *KubeletConfiguration 
 		ClusterDNS:         []string{r.ClusterDNSIP().String()},
 		ClusterDomain:      r.dnsDomain,
 		RotateCertificates: true,
-		// The kubelet signs its own serving certificate: a serving CSR would wait for an approver that
-		// does not exist here.
-		ServerTLSBootstrap:       false,
+		// The kubelet asks the cluster for its serving certificate and renews it the same way; a control
+		// plane's machined approves it for the node's own name and addresses (workload.approveServingCSRs).
+		ServerTLSBootstrap:       true,
 		HealthzBindAddress:       "127.0.0.1",
 		HealthzPort:              KubeletHealthzPort,
 		ResolvConf:               resolvConfInKubelet,

@@ -75,7 +75,7 @@ func TestKubeletConfigDecodes(t *testing.T) {
 		"anonymous":                false,
 		"authorization":            "Webhook",
 		"rotateCertificates":       true,
-		"serverTLSBootstrap":       false,
+		"serverTLSBootstrap":       true,
 		"containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
 		"healthz":                  "127.0.0.1",
 		"healthzPort":              int32(10248),

@@ -32,11 +32,20 @@ func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 	defer names.Stop()
 	check := time.NewTicker(certCheckInterval)
 	defer check.Stop()
+	csrs := time.NewTicker(csrApproveInterval)
+	defer csrs.Stop()
 	cp := c != nil && c.Machine.Type == config.TypeControlPlane
+	if cp {
+		w.approveServingCSRs(ctx) // this node's own kubelet asked while the control plane came up
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-csrs.C:
+			if cp {
+				w.approveServingCSRs(ctx)
+			}
 		case <-names.C:
 			w.refreshNames(ctx)
 			if cp {
