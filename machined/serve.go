@@ -134,7 +134,14 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		tokenStore = joinsvc.FileStore(func() string { return filepath.Join(n.StateDir(), joinsvc.TokensFile) })
 	}
 	tokens := joinsvc.NewTokens(tokenStore, time.Now)
-	joinSvc.Issuer = &joinsvc.Issuer{Tokens: tokens, Config: func() *config.MachineConfig { return n.Machine() }, Members: wl.Members, Etcd: wl, Now: time.Now}
+	joinSvc.Issuer = &joinsvc.Issuer{Tokens: tokens, Config: func() *config.MachineConfig { return n.Machine() }, Members: wl.Members, Etcd: wl, Now: time.Now,
+		NodeKnown: func(ctx context.Context, name string) error {
+			ok, err := wl.NodeExists(ctx, name)
+			if err == nil && !ok {
+				err = &joinsvc.RenewDenied{Reason: fmt.Sprintf("node %s is not in the cluster (its Node object is gone): reset it and join it again", name)}
+			}
+			return err
+		}}
 	// A real machine's reboot or power-off lets the API answer first (see drainFirst); a sandbox node keeps
 	// its API across an in-process reboot.
 	var srv *grpc.Server
@@ -145,7 +152,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	n = node.New(node.Options{
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
-		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]},
+		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]}, Renewer: &joinsvc.Client{},
 		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {

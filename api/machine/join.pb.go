@@ -24,6 +24,111 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RenewRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	MachineCert []byte                 `protobuf:"bytes,1,opt,name=machine_cert,json=machineCert,proto3" json:"machine_cert,omitempty"` // the node's current machine-API certificate (PEM), still valid
+	UnixTime    int64                  `protobuf:"varint,2,opt,name=unix_time,json=unixTime,proto3" json:"unix_time,omitempty"`         // when the request was made; the service accepts five minutes either way
+	// The node's key's signature (ASN.1 ECDSA or Ed25519) over RenewSignedBytes(machine_cert, unix_time).
+	Signature     []byte `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_join_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_join_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_join_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RenewRequest) GetMachineCert() []byte {
+	if x != nil {
+		return x.MachineCert
+	}
+	return nil
+}
+
+func (x *RenewRequest) GetUnixTime() int64 {
+	if x != nil {
+		return x.UnixTime
+	}
+	return 0
+}
+
+func (x *RenewRequest) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+type RenewResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MachineCert   []byte                 `protobuf:"bytes,1,opt,name=machine_cert,json=machineCert,proto3" json:"machine_cert,omitempty"` // PEM, for the same key
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_join_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_join_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_join_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RenewResponse) GetMachineCert() []byte {
+	if x != nil {
+		return x.MachineCert
+	}
+	return nil
+}
+
 type TicketRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Token     string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -38,7 +143,7 @@ type TicketRequest struct {
 
 func (x *TicketRequest) Reset() {
 	*x = TicketRequest{}
-	mi := &file_join_proto_msgTypes[0]
+	mi := &file_join_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +155,7 @@ func (x *TicketRequest) String() string {
 func (*TicketRequest) ProtoMessage() {}
 
 func (x *TicketRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[0]
+	mi := &file_join_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +168,7 @@ func (x *TicketRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TicketRequest.ProtoReflect.Descriptor instead.
 func (*TicketRequest) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{0}
+	return file_join_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TicketRequest) GetToken() string {
@@ -116,7 +221,7 @@ type JoinTicket struct {
 
 func (x *JoinTicket) Reset() {
 	*x = JoinTicket{}
-	mi := &file_join_proto_msgTypes[1]
+	mi := &file_join_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +233,7 @@ func (x *JoinTicket) String() string {
 func (*JoinTicket) ProtoMessage() {}
 
 func (x *JoinTicket) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[1]
+	mi := &file_join_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +246,7 @@ func (x *JoinTicket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTicket.ProtoReflect.Descriptor instead.
 func (*JoinTicket) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{1}
+	return file_join_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JoinTicket) GetClusterName() string {
@@ -253,7 +358,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_join_proto_msgTypes[2]
+	mi := &file_join_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +370,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[2]
+	mi := &file_join_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +383,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{2}
+	return file_join_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Member) GetName() string {
@@ -317,7 +422,7 @@ type ControlPlaneSecrets struct {
 
 func (x *ControlPlaneSecrets) Reset() {
 	*x = ControlPlaneSecrets{}
-	mi := &file_join_proto_msgTypes[3]
+	mi := &file_join_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +434,7 @@ func (x *ControlPlaneSecrets) String() string {
 func (*ControlPlaneSecrets) ProtoMessage() {}
 
 func (x *ControlPlaneSecrets) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[3]
+	mi := &file_join_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +447,7 @@ func (x *ControlPlaneSecrets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlPlaneSecrets.ProtoReflect.Descriptor instead.
 func (*ControlPlaneSecrets) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{3}
+	return file_join_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ControlPlaneSecrets) GetSecrets() []byte {
@@ -377,7 +482,7 @@ type EtcdPeer struct {
 
 func (x *EtcdPeer) Reset() {
 	*x = EtcdPeer{}
-	mi := &file_join_proto_msgTypes[4]
+	mi := &file_join_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +494,7 @@ func (x *EtcdPeer) String() string {
 func (*EtcdPeer) ProtoMessage() {}
 
 func (x *EtcdPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[4]
+	mi := &file_join_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +507,7 @@ func (x *EtcdPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdPeer.ProtoReflect.Descriptor instead.
 func (*EtcdPeer) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{4}
+	return file_join_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EtcdPeer) GetName() string {
@@ -431,7 +536,13 @@ var File_join_proto protoreflect.FileDescriptor
 const file_join_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"join.proto\x12\x16cairn.machine.v1alpha1\"\x8e\x01\n" +
+	"join.proto\x12\x16cairn.machine.v1alpha1\"l\n" +
+	"\fRenewRequest\x12!\n" +
+	"\fmachine_cert\x18\x01 \x01(\fR\vmachineCert\x12\x1b\n" +
+	"\tunix_time\x18\x02 \x01(\x03R\bunixTime\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\"2\n" +
+	"\rRenewResponse\x12!\n" +
+	"\fmachine_cert\x18\x01 \x01(\fR\vmachineCert\"\x8e\x01\n" +
 	"\rTicketRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1c\n" +
@@ -469,9 +580,10 @@ const file_join_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\x12\x1d\n" +
 	"\n" +
-	"client_url\x18\x03 \x01(\tR\tclientUrl2i\n" +
+	"client_url\x18\x03 \x01(\tR\tclientUrl2\xca\x01\n" +
 	"\vJoinService\x12Z\n" +
-	"\rRequestTicket\x12%.cairn.machine.v1alpha1.TicketRequest\x1a\".cairn.machine.v1alpha1.JoinTicketB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
+	"\rRequestTicket\x12%.cairn.machine.v1alpha1.TicketRequest\x1a\".cairn.machine.v1alpha1.JoinTicket\x12_\n" +
+	"\x10RenewCertificate\x12$.cairn.machine.v1alpha1.RenewRequest\x1a%.cairn.machine.v1alpha1.RenewResponseB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
 
 var (
 	file_join_proto_rawDescOnce sync.Once
@@ -485,22 +597,26 @@ func file_join_proto_rawDescGZIP() []byte {
 	return file_join_proto_rawDescData
 }
 
-var file_join_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_join_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_join_proto_goTypes = []any{
-	(*TicketRequest)(nil),       // 0: cairn.machine.v1alpha1.TicketRequest
-	(*JoinTicket)(nil),          // 1: cairn.machine.v1alpha1.JoinTicket
-	(*Member)(nil),              // 2: cairn.machine.v1alpha1.Member
-	(*ControlPlaneSecrets)(nil), // 3: cairn.machine.v1alpha1.ControlPlaneSecrets
-	(*EtcdPeer)(nil),            // 4: cairn.machine.v1alpha1.EtcdPeer
+	(*RenewRequest)(nil),        // 0: cairn.machine.v1alpha1.RenewRequest
+	(*RenewResponse)(nil),       // 1: cairn.machine.v1alpha1.RenewResponse
+	(*TicketRequest)(nil),       // 2: cairn.machine.v1alpha1.TicketRequest
+	(*JoinTicket)(nil),          // 3: cairn.machine.v1alpha1.JoinTicket
+	(*Member)(nil),              // 4: cairn.machine.v1alpha1.Member
+	(*ControlPlaneSecrets)(nil), // 5: cairn.machine.v1alpha1.ControlPlaneSecrets
+	(*EtcdPeer)(nil),            // 6: cairn.machine.v1alpha1.EtcdPeer
 }
 var file_join_proto_depIdxs = []int32{
-	2, // 0: cairn.machine.v1alpha1.JoinTicket.members:type_name -> cairn.machine.v1alpha1.Member
-	3, // 1: cairn.machine.v1alpha1.JoinTicket.control_plane:type_name -> cairn.machine.v1alpha1.ControlPlaneSecrets
-	4, // 2: cairn.machine.v1alpha1.ControlPlaneSecrets.etcd_members:type_name -> cairn.machine.v1alpha1.EtcdPeer
-	0, // 3: cairn.machine.v1alpha1.JoinService.RequestTicket:input_type -> cairn.machine.v1alpha1.TicketRequest
-	1, // 4: cairn.machine.v1alpha1.JoinService.RequestTicket:output_type -> cairn.machine.v1alpha1.JoinTicket
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
+	4, // 0: cairn.machine.v1alpha1.JoinTicket.members:type_name -> cairn.machine.v1alpha1.Member
+	5, // 1: cairn.machine.v1alpha1.JoinTicket.control_plane:type_name -> cairn.machine.v1alpha1.ControlPlaneSecrets
+	6, // 2: cairn.machine.v1alpha1.ControlPlaneSecrets.etcd_members:type_name -> cairn.machine.v1alpha1.EtcdPeer
+	2, // 3: cairn.machine.v1alpha1.JoinService.RequestTicket:input_type -> cairn.machine.v1alpha1.TicketRequest
+	0, // 4: cairn.machine.v1alpha1.JoinService.RenewCertificate:input_type -> cairn.machine.v1alpha1.RenewRequest
+	3, // 5: cairn.machine.v1alpha1.JoinService.RequestTicket:output_type -> cairn.machine.v1alpha1.JoinTicket
+	1, // 6: cairn.machine.v1alpha1.JoinService.RenewCertificate:output_type -> cairn.machine.v1alpha1.RenewResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -517,7 +633,7 @@ func file_join_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_join_proto_rawDesc), len(file_join_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,7 +22,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JoinService_RequestTicket_FullMethodName = "/cairn.machine.v1alpha1.JoinService/RequestTicket"
+	JoinService_RequestTicket_FullMethodName    = "/cairn.machine.v1alpha1.JoinService/RequestTicket"
+	JoinService_RenewCertificate_FullMethodName = "/cairn.machine.v1alpha1.JoinService/RenewCertificate"
 )
 
 // JoinServiceClient is the client API for JoinService service.
@@ -30,6 +31,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type JoinServiceClient interface {
 	RequestTicket(ctx context.Context, in *TicketRequest, opts ...grpc.CallOption) (*JoinTicket, error)
+	// RenewCertificate re-signs a joined node's machine-API certificate before it expires: the node proves
+	// it holds the certificate's key by signing the request, and gets a new certificate for the same key,
+	// name and addresses. A node whose Node object is gone (it left the cluster) gets none.
+	RenewCertificate(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 }
 
 type joinServiceClient struct {
@@ -50,11 +55,25 @@ func (c *joinServiceClient) RequestTicket(ctx context.Context, in *TicketRequest
 	return out, nil
 }
 
+func (c *joinServiceClient) RenewCertificate(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, JoinService_RenewCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JoinServiceServer is the server API for JoinService service.
 // All implementations must embed UnimplementedJoinServiceServer
 // for forward compatibility.
 type JoinServiceServer interface {
 	RequestTicket(context.Context, *TicketRequest) (*JoinTicket, error)
+	// RenewCertificate re-signs a joined node's machine-API certificate before it expires: the node proves
+	// it holds the certificate's key by signing the request, and gets a new certificate for the same key,
+	// name and addresses. A node whose Node object is gone (it left the cluster) gets none.
+	RenewCertificate(context.Context, *RenewRequest) (*RenewResponse, error)
 	mustEmbedUnimplementedJoinServiceServer()
 }
 
@@ -67,6 +86,9 @@ type UnimplementedJoinServiceServer struct{}
 
 func (UnimplementedJoinServiceServer) RequestTicket(context.Context, *TicketRequest) (*JoinTicket, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestTicket not implemented")
+}
+func (UnimplementedJoinServiceServer) RenewCertificate(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewCertificate not implemented")
 }
 func (UnimplementedJoinServiceServer) mustEmbedUnimplementedJoinServiceServer() {}
 func (UnimplementedJoinServiceServer) testEmbeddedByValue()                     {}
@@ -107,6 +129,24 @@ func _JoinService_RequestTicket_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JoinService_RenewCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JoinServiceServer).RenewCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JoinService_RenewCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JoinServiceServer).RenewCertificate(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JoinService_ServiceDesc is the grpc.ServiceDesc for JoinService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -117,6 +157,10 @@ var JoinService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequestTicket",
 			Handler:    _JoinService_RequestTicket_Handler,
+		},
+		{
+			MethodName: "RenewCertificate",
+			Handler:    _JoinService_RenewCertificate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

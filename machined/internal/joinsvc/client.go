@@ -38,16 +38,39 @@ func (c *Client) RequestTicket(ctx context.Context, addr string, req *machine.Ti
 	if c.CAHash == "" {
 		return nil, ErrNoCA
 	}
-	target, err := client.WithDefaultPort(addr, client.JoinPort)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(credentials.NewTLS(c.tlsConfig())))
+	conn, err := dial(addr, c.tlsConfig())
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	return machine.NewJoinServiceClient(conn).RequestTicket(ctx, req)
+}
+
+// RenewCertificate asks the join service at addr, which must prove itself with a certificate of the
+// machine CA machineCA (PEM), to renew a joined node's machine-API certificate.
+func (c *Client) RenewCertificate(ctx context.Context, addr string, machineCA []byte, req *machine.RenewRequest) ([]byte, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(machineCA) {
+		return nil, errors.New("no machine CA certificate to check the join service against")
+	}
+	conn, err := dial(addr, &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, ServerName: client.ServerName})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	r, err := machine.NewJoinServiceClient(conn).RenewCertificate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return r.MachineCert, nil
+}
+
+func dial(addr string, cfg *tls.Config) (*grpc.ClientConn, error) {
+	target, err := client.WithDefaultPort(addr, client.JoinPort)
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 }
 
 func (c *Client) tlsConfig() *tls.Config {

@@ -23,7 +23,10 @@ type Issuer struct {
 	Members func(ctx context.Context) []*machine.Member
 	// Etcd adds a joining control plane's etcd member (nil: control-plane joins are refused).
 	Etcd EtcdMembership
-	Now  func() time.Time
+	// NodeKnown returns an error unless the named node is still in the cluster (its Node object exists);
+	// a renewal is refused to a node that left. Nil: not checked.
+	NodeKnown func(ctx context.Context, name string) error
+	Now       func() time.Time
 }
 
 // EtcdMembership is this control plane's view of the etcd cluster, for control-plane joins.

@@ -56,6 +56,23 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 	return nil, err
 }
 
+// RenewCertificate implements the join service.
+func (s *Service) RenewCertificate(ctx context.Context, req *machine.RenewRequest) (*machine.RenewResponse, error) {
+	cert, err := s.Issuer.Renew(ctx, req)
+	var denied *RenewDenied
+	switch {
+	case err == nil:
+		s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: "renewed", Message: "machine-API certificate renewed for a joined node"})
+		return &machine.RenewResponse{MachineCert: cert}, nil
+	case errors.As(err, &denied):
+		err = status.Error(codes.PermissionDenied, err.Error())
+	default:
+		err = status.Error(codes.Unavailable, err.Error())
+	}
+	s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: status.Convert(err).Message(), Message: "certificate renewal refused"})
+	return nil, err
+}
+
 // Start serves the join service on addr with the node's certificate (its chain up to the machine CA, so
 // a joining node can pin the CA). It is idempotent; the listener lives as long as the process.
 func (s *Service) Start(addr string, cert tls.Certificate) error {

@@ -13,11 +13,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/pki"
 	"github.com/cairn-os/cairn/machined/internal/atomicfile"
 	"github.com/cairn-os/cairn/machined/internal/certs"
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/joinsvc"
 )
 
 // Files of the node's machine-API identity, under STATE/pki.
@@ -104,12 +108,12 @@ func (n *Node) issueCertificate(context.Context) error {
 	return n.writeCertificate(pki.EncodeCert(der), []byte(m.Cluster.MachineCA))
 }
 
-// renewCertificate re-issues a control plane's machine-API certificate at boot once less than a third
-// of its life is left, like its Kubernetes certificates: it holds the machine CA's key. A worker's came
-// with its join ticket and has no key to renew it with; it is left as it is.
+// renewCertificate re-issues the node's machine-API certificate at boot once less than a third of its
+// life is left, like the Kubernetes certificates. A control plane holds the machine CA's key and signs it
+// itself; a joined worker asks a control plane's join service (renewJoined).
 func (n *Node) renewCertificate(ctx context.Context) error {
 	m := n.Machine()
-	if m == nil || m.Cluster.Secrets == nil || m.Cluster.Secrets.MachineCA.Key == "" {
+	if m == nil {
 		return nil
 	}
 	path := filepath.Join(n.StateDir(), "pki", identityCert)
@@ -122,7 +126,67 @@ func (n *Node) renewCertificate(ctx context.Context) error {
 		return nil
 	}
 	n.o.Log.Info("renewing the machine-API certificate", "expires", c.NotAfter, "unreadable", err)
-	return n.issueCertificate(ctx)
+	if m.Cluster.Secrets != nil && m.Cluster.Secrets.MachineCA.Key != "" {
+		return n.issueCertificate(ctx)
+	}
+	if err := n.renewJoined(ctx, data); err != nil {
+		// The certificate still works until it expires; the next boot asks again.
+		n.o.Log.Warn("machine-API certificate not renewed", "error", err, "expires", c.NotAfter)
+		n.o.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: err.Error(),
+			Message: "the machine-API certificate was not renewed; the next boot asks again"})
+	}
+	return nil
+}
+
+// renewJoined asks the control planes' join services, in turn, to renew a joined node's certificate.
+func (n *Node) renewJoined(ctx context.Context, current []byte) error {
+	if n.o.Renewer == nil {
+		return errors.New("no join client to ask a control plane with")
+	}
+	caPEM, err := os.ReadFile(filepath.Join(n.StateDir(), "pki", identityCA))
+	if err != nil {
+		return fmt.Errorf("read the machine CA: %w", err)
+	}
+	n.mu.Lock()
+	key := n.identity
+	n.mu.Unlock()
+	var errs []error
+	for _, addr := range n.joinServices() {
+		req, err := joinsvc.NewRenewRequest(current, key, n.o.Now())
+		if err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second) // a control plane that is down must not hold the boot
+		cert, err := n.o.Renewer.RenewCertificate(actx, addr, caPEM, req)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		n.o.Log.Info("machine-API certificate renewed by a control plane", "join", addr)
+		return n.writeCertificate(cert, caPEM)
+	}
+	if len(errs) == 0 {
+		return errors.New("no control plane's join service is known to this node")
+	}
+	return errors.Join(errs...)
+}
+
+// joinServices lists where a joined node finds join services: its config's, then the control planes its
+// ticket named.
+func (n *Node) joinServices() []string {
+	var out []string
+	if m := n.Machine(); m != nil && m.Cluster.Join != nil {
+		out = append(out, m.Cluster.Join.Endpoints...)
+	}
+	if t, err := n.loadTicket(); err == nil {
+		for _, mb := range t.Members {
+			if mb.ControlPlane && mb.Address != "" && !slices.Contains(out, mb.Address) {
+				out = append(out, mb.Address)
+			}
+		}
+	}
+	return out
 }
 
 func (n *Node) certRequest(host string, extra []string) pki.Request {

@@ -28,6 +28,12 @@ type TicketSource interface {
 	RequestTicket(ctx context.Context, addr string, req *machine.TicketRequest) (*machine.JoinTicket, error)
 }
 
+// CertRenewer asks a control plane's join service to renew a joined node's machine-API certificate
+// (joinsvc.Client), checking the service against the machine CA.
+type CertRenewer interface {
+	RenewCertificate(ctx context.Context, addr string, machineCA []byte, req *machine.RenewRequest) ([]byte, error)
+}
+
 type ticket = machine.JoinTicket
 
 // Join validates a ticket and the node's config (the ticket's own when raw is empty), takes the node lock

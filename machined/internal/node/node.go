@@ -60,6 +60,8 @@ type Options struct {
 	// it a ticket for their own cluster. JoinCAInsecure skips the check, said out loud.
 	JoinCA  string
 	Tickets TicketSource
+	// Renewer renews a joined worker's machine-API certificate through a control plane.
+	Renewer CertRenewer
 	// Extensions add tasks to the sequences (disks, Kubernetes); see Hooks.
 	Hooks Hooks
 }

@@ -630,3 +630,77 @@ func TestSelfJoinNeedsAPinnedCA(t *testing.T) {
 		})
 	}
 }
+
+// memberTickets is fakeTickets with a control plane in the ticket's members, where a worker asks for its
+// certificate renewals.
+type memberTickets struct{ *fakeTickets }
+
+func (m memberTickets) RequestTicket(ctx context.Context, addr string, req *machine.TicketRequest) (*machine.JoinTicket, error) {
+	t, err := m.fakeTickets.RequestTicket(ctx, addr, req)
+	if t != nil {
+		t.Members = []*machine.Member{{Name: "cp1", Address: "10.5.0.2", ControlPlane: true}}
+	}
+	return t, err
+}
+
+// fakeRenewer signs a renewal with the cluster's machine CA, for the key of the certificate it is sent.
+type fakeRenewer struct {
+	c     *testcluster.Cluster
+	t     testing.TB
+	now   func() time.Time
+	asked []string
+}
+
+func (f *fakeRenewer) RenewCertificate(_ context.Context, addr string, machineCA []byte, req *machine.RenewRequest) ([]byte, error) {
+	f.asked = append(f.asked, addr)
+	old, err := pki.ParseCert(req.MachineCert)
+	if err != nil {
+		return nil, err
+	}
+	der, err := f.c.MachineCA(f.t).SignPublic(pki.Request{CommonName: old.Subject.CommonName, Client: true, Server: true,
+		DNSNames: old.DNSNames}, old.PublicKey, f.now())
+	if err != nil {
+		return nil, err
+	}
+	return pki.EncodeCert(der), nil
+}
+
+// TestWorkerRenewsItsCertificateThroughAControlPlane: a joined worker booting with less than a third of
+// its machine-API certificate's life left asks a control plane of its ticket for a new one and keeps it.
+func TestWorkerRenewsItsCertificateThroughAControlPlane(t *testing.T) {
+	c := testcluster.New(t)
+	var now atomic.Pointer[time.Time]
+	set := func(t time.Time) { now.Store(&t) }
+	set(time.Now())
+	clock := func() time.Time { return *now.Load() }
+	renewer := &fakeRenewer{c: c, t: t, now: clock}
+	h := start(t, t.TempDir(), func(o *Options) {
+		o.Now = clock
+		o.JoinAddr, o.JoinToken, o.JoinCA = "cp:50001", "tok", "ab12"
+		o.Tickets, o.Renewer = memberTickets{&fakeTickets{c: c, t: t}}, renewer
+	})
+	waitState(t, h.Node, fsm.Running)
+	certPath := filepath.Join(h.o.Paths.State(), "pki", identityCert)
+	data, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := pki.ParseCert(data)
+	set(first.NotAfter.Add(-30 * 24 * time.Hour))
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	data, _ = os.ReadFile(certPath)
+	renewed, err := pki.ParseCert(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its config's join endpoints come first, then the control planes its ticket named.
+	if got := h.joinServices(); len(got) != 2 || got[1] != "10.5.0.2" {
+		t.Errorf("join services = %v, want the config's then 10.5.0.2", got)
+	}
+	if !renewed.NotAfter.After(first.NotAfter) || len(renewer.asked) != 1 {
+		t.Errorf("certificate expiry %s → %s, control planes asked %v; want a later expiry from the first", first.NotAfter, renewed.NotAfter, renewer.asked)
+	}
+}

@@ -3,9 +3,12 @@ package workload
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cairn-os/cairn/machined/internal/kubeapi"
 )
 
 // LeftAnnotation is set on its own Node by a node that resets gracefully, with the time it left. A
@@ -89,4 +92,22 @@ func heartbeat(n corev1.Node) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// NodeExists reports whether the cluster has a Node of that name (asked with the admin credentials of a
+// control plane).
+func (w *Workload) NodeExists(ctx context.Context, name string) (bool, error) {
+	c, err := w.admin()
+	if err != nil {
+		return false, err
+	}
+	var n corev1.Node
+	err = c.Get(ctx, "/api/v1/nodes/"+url.PathEscape(name), &n)
+	switch {
+	case kubeapi.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
