@@ -47,6 +47,7 @@ const (
 	Machine_EtcdMembers_FullMethodName      = "/cairn.machine.v1alpha1.Machine/EtcdMembers"
 	Machine_EtcdSnapshot_FullMethodName     = "/cairn.machine.v1alpha1.Machine/EtcdSnapshot"
 	Machine_EtcdRemoveMember_FullMethodName = "/cairn.machine.v1alpha1.Machine/EtcdRemoveMember"
+	Machine_GetConfig_FullMethodName        = "/cairn.machine.v1alpha1.Machine/GetConfig"
 	Machine_Certificates_FullMethodName     = "/cairn.machine.v1alpha1.Machine/Certificates"
 	Machine_CreateJoinToken_FullMethodName  = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
 	Machine_ListJoinTokens_FullMethodName   = "/cairn.machine.v1alpha1.Machine/ListJoinTokens"
@@ -93,6 +94,8 @@ type MachineClient interface {
 	// EtcdRemoveMember removes the member of a node that is gone for good (by name or hex ID). The node's
 	// own member is refused (reset that node instead), and so is the last voting member.
 	EtcdRemoveMember(ctx context.Context, in *EtcdRemoveMemberRequest, opts ...grpc.CallOption) (*EtcdRemoveMemberResponse, error)
+	// GetConfig returns the machine config in force: secrets redacted, unless an admin asks for them.
+	GetConfig(ctx context.Context, in *GetConfigRequest, opts ...grpc.CallOption) (*GetConfigResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error)
@@ -411,6 +414,16 @@ func (c *machineClient) EtcdRemoveMember(ctx context.Context, in *EtcdRemoveMemb
 	return out, nil
 }
 
+func (c *machineClient) GetConfig(ctx context.Context, in *GetConfigRequest, opts ...grpc.CallOption) (*GetConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConfigResponse)
+	err := c.cc.Invoke(ctx, Machine_GetConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CertificatesResponse)
@@ -539,6 +552,8 @@ type MachineServer interface {
 	// EtcdRemoveMember removes the member of a node that is gone for good (by name or hex ID). The node's
 	// own member is refused (reset that node instead), and so is the last voting member.
 	EtcdRemoveMember(context.Context, *EtcdRemoveMemberRequest) (*EtcdRemoveMemberResponse, error)
+	// GetConfig returns the machine config in force: secrets redacted, unless an admin asks for them.
+	GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error)
@@ -641,6 +656,9 @@ func (UnimplementedMachineServer) EtcdSnapshot(*EtcdSnapshotRequest, grpc.Server
 }
 func (UnimplementedMachineServer) EtcdRemoveMember(context.Context, *EtcdRemoveMemberRequest) (*EtcdRemoveMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method EtcdRemoveMember not implemented")
+}
+func (UnimplementedMachineServer) GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConfig not implemented")
 }
 func (UnimplementedMachineServer) Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Certificates not implemented")
@@ -1059,6 +1077,24 @@ func _Machine_EtcdRemoveMember_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_GetConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).GetConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_GetConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).GetConfig(ctx, req.(*GetConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_Certificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CertificatesRequest)
 	if err := dec(in); err != nil {
@@ -1259,6 +1295,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EtcdRemoveMember",
 			Handler:    _Machine_EtcdRemoveMember_Handler,
+		},
+		{
+			MethodName: "GetConfig",
+			Handler:    _Machine_GetConfig_Handler,
 		},
 		{
 			MethodName: "Certificates",

@@ -34,6 +34,7 @@ var roles = map[string][]string{
 
 	machine.Machine_EtcdMembers_FullMethodName:    all,
 	machine.Machine_Certificates_FullMethodName:   all,
+	machine.Machine_GetConfig_FullMethodName:      all, // secrets only for admins: see GetConfig
 	machine.Machine_ImageList_FullMethodName:      all,
 	machine.Machine_Plan_FullMethodName:           operators,
 	machine.Machine_Reboot_FullMethodName:         operators,
