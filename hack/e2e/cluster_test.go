@@ -79,6 +79,7 @@ func TestControlPlane(t *testing.T) {
 	var certsBefore map[string]time.Time
 	t.Run("certificates", func(t *testing.T) { certsBefore = checkCerts(t, mtls()) })
 	t.Run("join tokens", func(t *testing.T) { checkJoinTokens(t, mtls()) })
+	t.Run("config", func(t *testing.T) { checkConfig(t, mtls(), c.nodeConfig(0)) })
 	t.Run("workloads", func(t *testing.T) { checkWorkloads(t, c, kc) })
 	t.Run("logs and dmesg", func(t *testing.T) { checkLogs(t, mtls()) })
 	t.Run("service stop and start", func(t *testing.T) {

@@ -136,3 +136,34 @@ func checkClock(t *testing.T, mtls []string, server string) {
 		t.Errorf("status does not say where the clock comes from:\n%s", out)
 	}
 }
+
+// checkConfig: the node shows its config (secrets only to the admin asking for them), and apply --dry-run
+// finds nothing to do for the config it was made with and classifies a change.
+func checkConfig(t *testing.T, mtls []string, nodeConfig string) {
+	if out := mustCtl(t, time.Minute, append(mtls, "get", "config")...); !strings.Contains(out, "key: REDACTED") {
+		t.Errorf("get config shows no redacted key:\n%.2000s", out)
+	}
+	if out := mustCtl(t, time.Minute, append(mtls, "get", "config", "--show-secrets")...); strings.Contains(out, "REDACTED") || !strings.Contains(out, "PRIVATE KEY") {
+		t.Errorf("get config --show-secrets as admin shows no key")
+	}
+	if out := mustCtl(t, time.Minute, append(mtls, "apply", "--config", nodeConfig, "--dry-run")...); !strings.Contains(out, "no change") {
+		t.Errorf("apply --dry-run of the node's own config:\n%s", out)
+	}
+	b, err := os.ReadFile(nodeConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Machine.Kubelet.ExtraArgs = map[string]string{"v": "3"}
+	out, _ := config.Marshal(c)
+	changed := filepath.Join(t.TempDir(), "changed.yaml")
+	if err := os.WriteFile(changed, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustCtl(t, time.Minute, append(mtls, "apply", "--config", changed, "--dry-run")...); !strings.Contains(got, "machine.kubelet.extraArgs.v  live") {
+		t.Errorf("apply --dry-run of a kubelet flag:\n%s", got)
+	}
+}
