@@ -704,3 +704,46 @@ func TestWorkerRenewsItsCertificateThroughAControlPlane(t *testing.T) {
 		t.Errorf("certificate expiry %s → %s, control planes asked %v; want a later expiry from the first", first.NotAfter, renewed.NotAfter, renewer.asked)
 	}
 }
+
+// TestLockReachesTheDiskBeforeClusterData pins the order a power cut relies on: in Init the lock, taken in
+// RAM, moves to STATE right after the volumes are formatted and mounted, before any task that writes
+// cluster data (the workload: etcd, certificates, the kubelet). A cut between the format and the move
+// leaves formatted, empty volumes labelled for the cluster and no lock: the node boots into maintenance,
+// and the same config's Init keeps those volumes (the plan keeps a disk with this cluster's label; see
+// disk/apply's TestIntegrationFormatThenKeep) instead of formatting them again.
+func TestLockReachesTheDiskBeforeClusterData(t *testing.T) {
+	c := testcluster.New(t)
+	h := start(t, t.TempDir(), func(o *Options) {
+		o.Hooks.Storage = func(_ *config.MachineConfig, seq fsm.Sequence, _ func(string)) []sequence.Task {
+			if seq == fsm.SeqBoot {
+				return nil
+			}
+			return []sequence.Task{{Name: "format-volumes", Run: func(context.Context) error { return nil }}}
+		}
+		o.Hooks.Workload = func(*config.MachineConfig, fsm.Sequence) []sequence.Task {
+			return []sequence.Task{{Name: "etcd-data", Run: func(context.Context) error { return nil }}}
+		}
+	})
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	var order []string
+	for _, e := range h.bus.History(0) {
+		if e.Kind == events.KindTask && e.Outcome == events.Started && e.Sequence == string(fsm.SeqInit) {
+			order = append(order, e.Task)
+		}
+	}
+	at := func(name string) int {
+		for i, n := range order {
+			if n == name {
+				return i
+			}
+		}
+		t.Fatalf("Init ran no task %s: %v", name, order)
+		return -1
+	}
+	if f, s, w := at("format-volumes"), at("state-on-disk"), at("etcd-data"); s != f+1 || w < s {
+		t.Errorf("Init's tasks %v: want state-on-disk right after the volumes and before the workload", order)
+	}
+}
