@@ -92,6 +92,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	sizes.register(f, "each node's", "each control plane's")
 	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane, in place of the blank disk of that serial (cairn-state, cairn-ephemeral, cairn-etcd) or as an extra disk (destroy leaves FILE alone)")
 	f.BoolVar(&o.NoInit, "no-init", false, "boot the nodes and leave them in maintenance mode (print each node's token and fingerprint)")
+	f.StringArrayVar(&o.KernelArgs, "kernel-arg", nil, "an extra kernel command line argument for every node, e.g. cairn.join=HOST:50001 (repeatable)")
 	f.BoolVar(&merge, "merge", false, "also merge the cluster's context into the default cairnconfig ($CAIRNCONFIG or ~/.cairn/config)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long each node may take to answer on its machine API (default 5m)")
 	return c

@@ -338,3 +338,35 @@ func headTailSum(t *testing.T, p string) string {
 	}
 	return string(h.Sum(nil))
 }
+
+// TestSelfJoinTrust boots a node told to join by itself (cairn.join=, cairn.jointoken=) with no
+// cairn.joinca=: it must not ask anyone for a ticket, stay in Boot and say why; with cairn.joinca=insecure
+// it asks, and says in status that it does not check whom it talks to (issue 22). Nothing answers at the
+// join address, so neither node joins.
+func TestSelfJoinTrust(t *testing.T) {
+	for _, tc := range []struct {
+		name, ca, lastError, warning string
+	}{
+		{"unpinned", "", "cairn.join= is set without cairn.joinca=", ""},
+		{"insecure", "cairn.joinca=insecure", "", "without checking whom it talks to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--no-init", "--kernel-arg", "cairn.join=10.5.0.9:50001", "--kernel-arg", "cairn.jointoken=abcdef.0123456789abcdef"}
+			if tc.ca != "" {
+				args = append(args, "--kernel-arg", tc.ca)
+			}
+			c := createCluster(t, "trust-"+tc.name, bootTimeout, args...)
+			var st struct {
+				State     string   `json:"state"`
+				LastError string   `json:"last_error"`
+				Warnings  []string `json:"warnings"`
+			}
+			ctlJSON(t, &st, append(c.maint(t, 0), "status")...)
+			if st.State != "Boot" || !strings.Contains(st.LastError, tc.lastError) || (tc.lastError == "" && st.LastError != "") ||
+				!strings.Contains(strings.Join(st.Warnings, "; "), tc.warning) || (tc.warning == "" && len(st.Warnings) > 0) {
+				t.Errorf("status = %+v; want Boot, last error %q, warning %q", st, tc.lastError, tc.warning)
+			}
+			checkDestroy(t, c)
+		})
+	}
+}

@@ -47,6 +47,8 @@ type CreateOptions struct {
 	SequenceTimeout time.Duration
 	// FormatEvent renders a node's sequence event as a progress line.
 	FormatEvent func(*machine.Event) string
+	// KernelArgs are extra kernel command line arguments for every node (cairn.* settings).
+	KernelArgs []string
 }
 
 // Result is what create made.
@@ -209,7 +211,7 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	vms := map[string]*qemu.VM{}
 	for i, n := range layout.Nodes {
 		spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: layout.Group, Mode: o.Mode, Image: img,
-			Memory: o.memory(n.Role), CPUs: o.cpus(n.Role), Disks: o.disks(n, i == 0), Token: RandomToken()}
+			Memory: o.memory(n.Role), CPUs: o.cpus(n.Role), Disks: o.disks(n, i == 0), Token: RandomToken(), Cmdline: o.KernelArgs}
 		vm, ns, err := StartVM(ctx, spec)
 		if err != nil {
 			return res, err
