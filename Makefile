@@ -63,7 +63,7 @@ unit: ## unit tests: no root, under a minute
 
 integration: build bundle payload ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle, a conformance smoke run
 	./hack/deps.sh test
-	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -timeout 30m -p 1 ./...
+	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -count=1 -timeout 30m -p 1 ./...
 	cd image/bundle && $(GO) test -tags integration -timeout 10m ./itest/ ./mount/
 	$(MAKE) --no-print-directory conformance-smoke
 
