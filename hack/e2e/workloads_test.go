@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -61,7 +62,7 @@ func checkWorkloads(t *testing.T, c *cluster, kc string) {
 	manifest := filepath.Join(t.TempDir(), "hello.json")
 	writeJSONList(t, manifest, helloObjects(ns, len(nodes) > 1))
 	kubectl(t, kc, "apply", "-f", manifest)
-	kubectl(t, kc, "-n", ns, "rollout", "status", "deployment/hello", "--timeout=8m")
+	rolloutStatus(t, kc, ns, "deployment/hello", 8*time.Minute)
 
 	// Where the two replicas landed, and the nodes' addresses.
 	var pods corev1.PodList
@@ -226,4 +227,23 @@ func podPlaces(pods []corev1.Pod) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// rolloutStatus waits for a rollout; when it does not finish, the pods, their descriptions and the
+// namespace's events are logged before the test fails, so a failure says which replica and why.
+func rolloutStatus(t *testing.T, kc, ns, what string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", kc, "-n", ns, "rollout", "status", what,
+		"--timeout="+timeout.String()).CombinedOutput()
+	t.Logf("kubectl rollout status %s: %v\n%s", what, err, out)
+	if err == nil {
+		return
+	}
+	for _, args := range [][]string{{"get", "pods", "-o", "wide"}, {"describe", "pods"}, {"get", "events", "--sort-by=.lastTimestamp"}} {
+		out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig", kc, "--request-timeout=30s", "-n", ns}, args...)...).CombinedOutput()
+		t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Fatalf("%s did not roll out within %v", what, timeout)
 }
