@@ -1,15 +1,19 @@
 package workload
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,5 +67,20 @@ func TestServingCSRProblem(t *testing.T) {
 				t.Errorf("servingCSRProblem() = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunningWorkWithoutKubernetes: a node that runs no Kubernetes (sandbox mode without a payload) goes
+// through its Running work without touching a cluster that is not there.
+func TestRunningWorkWithoutKubernetes(t *testing.T) {
+	w := &Workload{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}
+	ctx := context.Background()
+	w.approveServingCSRs(ctx)
+	w.forgetLeftNodes(ctx)
+	if _, err := w.NodeExists(ctx, "n1"); err == nil {
+		t.Error("NodeExists() without Kubernetes = nil error")
+	}
+	if _, err := w.nodeClient(); err == nil {
+		t.Error("nodeClient() without Kubernetes = nil error")
 	}
 }

@@ -24,7 +24,11 @@ func (w *Workload) nodeClient() (*kubeapi.Client, error) {
 	if w.controlPlane() {
 		return w.admin()
 	}
-	kc := w.Renderer().Layout().KubernetesFile(kube.KubeletConf)
+	r := w.Renderer()
+	if r == nil {
+		return nil, ErrNotRunning
+	}
+	kc := r.Layout().KubernetesFile(kube.KubeletConf)
 	if _, err := os.Stat(kc); err != nil {
 		return nil, fmt.Errorf("the kubelet has no credential yet (%s): its bootstrap CSR is not approved yet", kc)
 	}

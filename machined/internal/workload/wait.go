@@ -17,6 +17,9 @@ import (
 // admin is a client for this node's own API server, as the cluster admin.
 func (w *Workload) admin() (*kubeapi.Client, error) {
 	r := w.Renderer()
+	if r == nil {
+		return nil, ErrNotRunning // a node without Kubernetes (sandbox mode without a payload)
+	}
 	return kubeapi.FromKubeconfig(r.Layout().KubernetesFile(kube.AdminConf), "https://127.0.0.1:6443")
 }
 
