@@ -121,6 +121,14 @@ func TestControlPlane(t *testing.T) {
 		off := consoleSize(t, n)
 		out := mustCtl(t, 10*time.Minute, append(mtls(), "reset", "--wipe", "all")...)
 		t.Logf("reset:\n%s", out)
+		defer func() {
+			// A reset whose sequence failed leaves the node in Reset, answering with its own certificate:
+			// its status and events say which task failed.
+			if t.Failed() {
+				t.Logf("status:\n%s", ctlQuiet(20*time.Second, append(mtls(), "status")...))
+				t.Logf("events:\n%s", ctlQuiet(20*time.Second, append(mtls(), "events")...))
+			}
+		}()
 		waitConsole(t, n, off, regexp.MustCompile(`fingerprint[:=] *[0-9a-f]{64}`), 2*bootTimeout)
 		maint := func() []string { return c.maint(t, 0) }
 		st := waitStatus(t, maint, bootTimeout, func(s statusResp) bool { return s.State == "Boot" })
