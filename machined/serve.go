@@ -174,7 +174,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
 			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
-		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs, Throttle: wl.ThrottleRuntime},
+		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
 		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{},
 		Network: plat.netState, Clock: plat.clockState()},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})

@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -154,6 +155,10 @@ func helloObjects(ns string, spread bool) []any {
 						Name: "hello", Image: helloimage.Ref, ImagePullPolicy: corev1.PullNever,
 						Env:   []corev1.EnvVar{env("POD_NAME", "metadata.name"), env("NODE_NAME", "spec.nodeName"), env("POD_IP", "status.podIP")},
 						Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+						// An app that asks for some CPU, as a real one does: a BestEffort pod gets a CPU weight
+						// of 1, and an emulated control plane's CPUs are busy even when idle, so there it
+						// answered its 1 s readiness probe late and the rollout never finished.
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 							HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)},
 						}, PeriodSeconds: 2},

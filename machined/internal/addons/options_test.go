@@ -9,6 +9,8 @@ import (
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/kube"
 	"github.com/cairn-os/cairn/machined/internal/paths"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
@@ -270,6 +272,28 @@ func TestDefaultHostPaths(t *testing.T) {
 		for _, v := range daemonSet(t, objs, ds).Spec.Template.Spec.Volumes {
 			if v.HostPath != nil && !strings.HasPrefix(v.HostPath.Path, "/tmp/sbx/") {
 				t.Errorf("%s: volume %s at %s, not under the sandbox root", ds, v.Name, v.HostPath.Path)
+			}
+		}
+	}
+}
+
+// Every add-on container asks for CPU. A pod without a request is BestEffort, with a CPU weight of 1
+// on the node: on a control plane whose CPUs are busy (emulation, a stolen host) kube-proxy waited for
+// CPU for over ten minutes, and no Service answered.
+func TestAddonsRequestCPU(t *testing.T) {
+	for _, o := range mustRender(t, testOptions()) {
+		var spec *corev1.PodSpec
+		switch obj := o.Object.(type) {
+		case *appsv1.DaemonSet:
+			spec = &obj.Spec.Template.Spec
+		case *appsv1.Deployment:
+			spec = &obj.Spec.Template.Spec
+		default:
+			continue
+		}
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			if _, ok := c.Resources.Requests[corev1.ResourceCPU]; !ok {
+				t.Errorf("%s: container %s requests no CPU (a BestEffort pod)", o.ItemPath(), c.Name)
 			}
 		}
 	}

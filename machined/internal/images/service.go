@@ -44,9 +44,6 @@ type Service struct {
 	Bundled func() ([]string, error)
 	// Usage reports the size and use of the filesystem holding a path (nil: free space is not checked).
 	Usage func(path string) (size, used uint64, err error)
-	// Throttle lowers the runtime's CPU weight while containerd unpacks the archive, so a busy node's
-	// pods keep their CPU; the function it returns gives the weight back (nil: no throttling).
-	Throttle func() (restore func())
 
 	mu      sync.Mutex
 	running *running // the import in progress
@@ -149,9 +146,6 @@ func (s *Service) Import(ctx context.Context, h Header, data io.Reader, progress
 	}
 
 	progress(Progress{Phase: PhaseImporting})
-	if s.Throttle != nil {
-		defer s.Throttle()()
-	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}

@@ -342,25 +342,6 @@ func (w *Workload) runtimeCgroup() string {
 	return dir
 }
 
-// ThrottleRuntime lowers the runtime's CPU weight for an image import (see package cgroups) and returns
-// what gives it back. A node without the runtime's cgroup (sandbox mode, an old kernel) has nothing to
-// lower.
-func (w *Workload) ThrottleRuntime() (restore func()) {
-	if w.Sandbox {
-		return func() {}
-	}
-	h := cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}
-	if _, err := h.Make(cgroups.RuntimeImporting()); err != nil {
-		w.Log.Warn("the image import runs at the runtime's usual CPU weight", "err", err)
-		return func() {}
-	}
-	return func() {
-		if _, err := h.Make(cgroups.Runtime()); err != nil {
-			w.Log.Warn("the runtime's CPU weight stays lowered after the image import", "err", err)
-		}
-	}
-}
-
 func (w *Workload) containerdClient() *client.Client {
 	w.mu.Lock()
 	defer w.mu.Unlock()
