@@ -213,6 +213,11 @@ func TestJoin(t *testing.T) {
 		`--overrides={"spec":{"nodeName":"`+w.Name+`"}}`)
 	kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo-w", "--timeout=5m")
 	t.Run("workloads", func(t *testing.T) {
+		defer func() {
+			if t.Failed() {
+				logClusterState(t, kc, c.mtls(0))
+			}
+		}()
 		mustCtl(t, 10*time.Minute, "--cairnconfig", c.cairnconfig, "--nodes", c.Nodes[0].APIEndpoint+","+w.APIEndpoint, "health")
 		checkWorkloads(t, c, kc)
 	})

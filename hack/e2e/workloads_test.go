@@ -252,3 +252,21 @@ func rolloutStatus(t *testing.T, kc, ns, what string, timeout time.Duration) {
 	}
 	t.Fatalf("%s did not roll out within %v", what, timeout)
 }
+
+// logClusterState logs what says why a cluster is not healthy: every pod, the recent events, and the
+// control-plane controllers' logs (the DaemonSet, Deployment and endpoint statuses are theirs to write).
+func logClusterState(t *testing.T, kc string, controlPlane []string) {
+	t.Helper()
+	for _, args := range [][]string{{"get", "pods", "-A", "-o", "wide"}, {"get", "events", "-A", "--sort-by=.lastTimestamp"}} {
+		out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig", kc, "--request-timeout=30s"}, args...)...).CombinedOutput()
+		t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, svc := range []string{"kube-controller-manager", "kube-scheduler"} {
+		r := ctlQuiet(30*time.Second, append(controlPlane, "logs", svc)...)
+		out := r.stdout
+		if len(out) > 6000 {
+			out = out[len(out)-6000:]
+		}
+		t.Logf("cairnctl logs %s (end): %v\n%s", svc, r.err, out)
+	}
+}

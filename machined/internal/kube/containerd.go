@@ -16,6 +16,8 @@ type ContainerdOptions struct {
 	RestrictOOMScoreAdj bool
 	// CNIBinDir is where the CNI plugins are: the payload's cni directory.
 	CNIBinDir string
+	// ShimCgroup is the cgroup the shims run in, below the cgroup root ("" leaves them in containerd's).
+	ShimCgroup string
 }
 
 // The config's shape, in containerd 2.4's own version-4 layout (docs/man/containerd-config.toml.5.md,
@@ -79,6 +81,8 @@ type runcOptions struct {
 	// Root is runc's state directory; under containerd's state so sandbox mode keeps pods' runc state
 	// out of the host's /run/containerd (on a node it is runc's default).
 	Root string `toml:"Root"`
+	// ShimCgroup is the cgroup each shim joins when it starts (see cgroups.Shims).
+	ShimCgroup string `toml:"ShimCgroup,omitempty"`
 }
 
 type criCNI struct {
@@ -116,7 +120,7 @@ func (r *Renderer) ContainerdConfig(o ContainerdOptions) (File, error) {
 					DefaultRuntimeName: "runc",
 					Runtimes: map[string]runtimeHandler{
 						"runc": {RuntimeType: "io.containerd.runc.v2", Options: runcOptions{
-							SystemdCgroup: false, Root: filepath.Join(l.ContainerdState(), "runc"),
+							SystemdCgroup: false, Root: filepath.Join(l.ContainerdState(), "runc"), ShimCgroup: o.ShimCgroup,
 						}},
 					},
 				},

@@ -12,7 +12,7 @@ func TestContainerdConfigGolden(t *testing.T) {
 		name, root, golden string
 		opts               ContainerdOptions
 	}{
-		{"node", "/", "containerd/config.toml", ContainerdOptions{CNIBinDir: "/usr/lib/cairn/payload/cni"}},
+		{"node", "/", "containerd/config.toml", ContainerdOptions{CNIBinDir: "/usr/lib/cairn/payload/cni", ShimCgroup: "/shims"}},
 		{"sandbox", "/tmp/sbx", "containerd/config-sandbox.toml", ContainerdOptions{RestrictOOMScoreAdj: true, CNIBinDir: "/work/_out/bundle/cni"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -264,7 +264,8 @@ func (w *Workload) writePKI(context.Context) error {
 func (w *Workload) startContainerd(ctx context.Context) error {
 	r := w.Renderer()
 	l := r.Layout()
-	opts := kube.ContainerdOptions{RestrictOOMScoreAdj: w.Sandbox, CNIBinDir: w.Payload.CNI()}
+	group, shims := w.runtimeCgroups()
+	opts := kube.ContainerdOptions{RestrictOOMScoreAdj: w.Sandbox, CNIBinDir: w.Payload.CNI(), ShimCgroup: shims}
 	cfg, err := r.ContainerdConfig(opts)
 	if err != nil {
 		return err
@@ -296,7 +297,7 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 			// containerd finds its shim on PATH, and the shim runc.
 			Env:     []string{"PATH=" + w.Payload.Bin() + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"},
 			Starter: w.Starter,
-			Cgroup:  w.runtimeCgroup(),
+			Cgroup:  group,
 		},
 		Health: func(ctx context.Context) error {
 			c := w.containerdClient()
@@ -323,23 +324,29 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 	return nil
 }
 
-// runtimeCgroup makes the runtime's cgroups (see package cgroups) and returns containerd's directory; ""
-// in sandbox mode, where the cgroups are the host's, and when the kernel cannot give them: containerd
-// then runs in machined's cgroup, and the node says so in its log.
-func (w *Workload) runtimeCgroup() string {
+// runtimeCgroups makes the runtime's cgroups (see package cgroups) and returns containerd's directory
+// and the shims' group (below the cgroup root, as runc's ShimCgroup option takes it); "" for both in
+// sandbox mode, where the cgroups are the host's, and when the kernel cannot give them: containerd and
+// its shims then run in machined's cgroup, and the node says so in its log.
+func (w *Workload) runtimeCgroups() (containerd, shims string) {
 	if w.Sandbox {
-		return ""
+		return "", ""
 	}
 	h := cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}
 	_, err := h.Make(cgroups.Runtime())
-	dir := ""
 	if err == nil {
-		dir, err = h.Make(cgroups.Containerd())
+		containerd, err = h.Make(cgroups.Containerd())
+	}
+	if err == nil {
+		if _, err = h.Make(cgroups.Shims()); err == nil {
+			shims = "/" + cgroups.Shims().Path
+		}
 	}
 	if err != nil {
-		w.Log.Warn("containerd runs without the runtime's cgroup: the pods may lose CPU time to it", "err", err)
+		w.Log.Warn("containerd runs without the runtime's cgroups: the pods may lose CPU time to it", "err", err)
+		return "", ""
 	}
-	return dir
+	return containerd, shims
 }
 
 func (w *Workload) containerdClient() *client.Client {
