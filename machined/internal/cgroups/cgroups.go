@@ -29,10 +29,11 @@ type Group struct {
 	CPUWeight int
 }
 
-// Runtime is the group of the node's runtime: containerd, with its shims (they inherit its group; the
-// containers they start go to the kubelet's pod cgroups). A weight of 25 against kubepods' 79 on two CPUs
-// leaves the runtime a quarter of the CPU while the pods want all of it: enough to start and stop pods,
-// not enough to starve etcd and the API server. Containerd's own group is a child, because cgroup v2
+// Runtime is the group of the node's runtime: containerd, with the CNI plugins it runs (they inherit
+// its group; its shims move to Shims, and the containers they start go to the kubelet's pod cgroups). A
+// weight of 25 against kubepods' 79 on two CPUs leaves containerd a quarter of the CPU while the pods
+// want all of it: enough to unpack an image and set up a pod's network, not enough to starve etcd and
+// the API server. Containerd's own group is a child, because cgroup v2
 // lets only a group without processes of its own divide a controller among children, and the kubelet
 // may join it there.
 //

@@ -3,6 +3,7 @@ package cgroups
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -135,5 +136,22 @@ func TestMakeContainerdInRuntime(t *testing.T) {
 	}
 	if got := read(t, filepath.Join(root, "runtime", "cgroup.subtree_control")); got != "+cpu +memory +pids" {
 		t.Errorf("runtime cgroup.subtree_control = %q, want the controllers enabled for containerd", got)
+	}
+}
+
+// The shims' group is a top-level group, not below Runtime: nested, it would share Runtime's low weight
+// with containerd, and a starved shim is what left an exited controller-manager unhandled.
+func TestShimsBesideRuntime(t *testing.T) {
+	root := fakeRoot(t, "cpu memory pids", "")
+	dir, err := Hierarchy{Root: root}.Make(Shims())
+	if err != nil {
+		t.Fatalf("Make(Shims()): %v", err)
+	}
+	if filepath.Dir(dir) != root {
+		t.Errorf("Make(Shims()) = %s, want a group directly below the root %s", dir, root)
+	}
+	got, err := strconv.Atoi(read(t, filepath.Join(dir, "cpu.weight")))
+	if err != nil || got <= Runtime().CPUWeight {
+		t.Errorf("shims cpu.weight = %d (%v), want more than the runtime's %d", got, err, Runtime().CPUWeight)
 	}
 }
