@@ -128,12 +128,13 @@ func (p probe) liveness() *corev1.Probe { return p.get(10, 15, 8, 10) }
 // readiness is only the API server's: no Service routes to a static pod, so readiness tells machined's
 // health and the user, nothing else. Each probe is a new TLS connection and a full /readyz run;
 // kubeadm's one a second made probes a third of an idle control plane's API requests (with the same for
-// etcd and the scheduler, which have none now), so it runs every 5 s.
-func (p probe) readiness() *corev1.Probe { return p.get(0, 15, 3, 5) }
+// etcd and the scheduler, which have none now), so it runs every 10 s, from 10 s after a start (the API
+// server has no startup probe to hold it back while it starts).
+func (p probe) readiness() *corev1.Probe { return p.get(10, 15, 3, 10) }
 
-// startup allows ten minutes for a first start. kubeadm allows four, which real hardware never needs;
-// under emulation the third API server of a three-member cluster took longer than that to answer
-// /livez, and the kubelet killed it every four minutes, so it never started.
+// startup allows ten minutes for a first start (etcd, the controller-manager and the scheduler). kubeadm
+// allows four, which real hardware never needs; under emulation a start took longer than that, and the
+// kubelet killed the component every four minutes, so it never started.
 func (p probe) startup() *corev1.Probe { return p.get(10, 15, 60, 10) }
 
 func requests(cpu, memory string) corev1.ResourceRequirements {

@@ -78,18 +78,22 @@ func (r *Renderer) APIServerPod() *corev1.Pod {
 		flags = without(flags, "authorization-mode")
 	}
 	vols, vms := volumes([]hostMount{r.pkiMount()})
-	p := probe{host: r.primary.String(), port: APIServerPort, scheme: corev1.URISchemeHTTPS}
-	live, ready := p, p
-	live.path, ready.path = "/livez", "/readyz"
+	ready := probe{host: r.primary.String(), path: "/readyz", port: APIServerPort, scheme: corev1.URISchemeHTTPS}
+	// No liveness or startup probe (Talos runs its API server without one too): the kubelet would kill
+	// an API server for being slow, never for being dead (a process that exits is restarted anyway), and
+	// its restart is what turns a busy control plane into a down one. Measured on an emulated control
+	// plane while a worker joined: /livez timed out in its TLS handshake, the kubelet killed a working API
+	// server, and every client then reconnected at once, each with a new TLS handshake; the new API
+	// server could not answer its own loopback client within the 30 s its RBAC start-up hook allows, so
+	// it exited, again and again, for as long as the clients kept trying. Kept running, a slow API server
+	// keeps its clients' connections and caches and catches up. machined's health reports it either way.
 	return staticPod(corev1.Container{
 		Name:           KubeAPIServer,
 		Image:          r.images.APIServer,
 		Command:        command(KubeAPIServer, flags, extra),
 		VolumeMounts:   vms,
 		Resources:      requests("250m", ""),
-		LivenessProbe:  live.liveness(),
 		ReadinessProbe: ready.readiness(),
-		StartupProbe:   live.startup(),
 	}, vols)
 }
 

@@ -185,3 +185,27 @@ func TestEtcdPeerURL(t *testing.T) {
 		}
 	}
 }
+
+// The kubelet restarts a static pod whose process exits; a liveness probe adds a restart for being slow.
+// The API server must not have one: its restart under load is what takes a busy control plane down.
+// The others keep theirs (a controller-manager that lost its lease and hangs is restarted).
+func TestAPIServerHasNoKillingProbe(t *testing.T) {
+	r := newTestRenderer(t)
+	for _, tc := range []struct {
+		pod      *corev1.Pod
+		killable bool
+	}{
+		{r.APIServerPod(), false},
+		{r.ControllerManagerPod(), true},
+		{r.SchedulerPod(), true},
+		{r.EtcdPod(EtcdOptions{}), true},
+	} {
+		c := tc.pod.Spec.Containers[0]
+		if got := c.LivenessProbe != nil && c.StartupProbe != nil; got != tc.killable {
+			t.Errorf("%s: liveness %v, startup %v; want both probes = %v", c.Name, c.LivenessProbe != nil, c.StartupProbe != nil, tc.killable)
+		}
+		if c.Name == KubeAPIServer && c.ReadinessProbe == nil {
+			t.Errorf("%s has no readiness probe: kubectl no longer shows whether it is ready", c.Name)
+		}
+	}
+}
