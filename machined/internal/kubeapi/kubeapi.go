@@ -15,9 +15,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -81,7 +84,25 @@ func FromKubeconfig(path, server string) (*Client, error) {
 // StatusError is a response with an unexpected HTTP status.
 type StatusError struct {
 	Code int
-	Body string
+	Body string // shortened for messages
+	// Causes are the types of the causes in the Status the API server sent (e.g. NamespaceTerminating).
+	Causes []string
+}
+
+// statusError makes the error of a response with status code and body data.
+func statusError(code int, data []byte) *StatusError {
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	se := &StatusError{Code: code, Body: msg}
+	var st metav1.Status
+	if json.Unmarshal(data, &st) == nil && st.Details != nil {
+		for _, c := range st.Details.Causes {
+			se.Causes = append(se.Causes, string(c.Type))
+		}
+	}
+	return se
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
@@ -104,6 +125,17 @@ func IsConflict(err error) bool {
 func IsInvalid(err error) bool {
 	var se *StatusError
 	return errors.As(err, &se) && (se.Code == http.StatusBadRequest || se.Code == http.StatusUnprocessableEntity)
+}
+
+// IsNamespaceTerminating reports a 403 for a create in a namespace that is being deleted (the cause
+// NamespaceTerminating in the Status the API server sends): an eviction there is refused, and the
+// namespace's deletion removes the pod anyway.
+func IsNamespaceTerminating(err error) bool {
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusForbidden {
+		return false
+	}
+	return slices.Contains(se.Causes, string(corev1.NamespaceTerminatingCause))
 }
 
 // Get reads path into v (JSON).
@@ -207,11 +239,7 @@ func (c *Client) doType(ctx context.Context, method, path string, body []byte, c
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := strings.TrimSpace(string(data))
-		if len(msg) > 300 {
-			msg = msg[:300] + "…"
-		}
-		return nil, &StatusError{Code: resp.StatusCode, Body: msg}
+		return nil, statusError(resp.StatusCode, data)
 	}
 	return data, nil
 }

@@ -71,3 +71,31 @@ func TestFetch(t *testing.T) {
 		t.Errorf("Fetch of a missing path = %v, want the server's 404", err)
 	}
 }
+
+// An eviction in a namespace being deleted is refused with a 403 whose Status names the cause, in a body
+// longer than the message an error keeps; another 403 is not that refusal.
+func TestIsNamespaceTerminating(t *testing.T) {
+	terminating := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"hello-6d5f7c9b8-x2x9k\" is forbidden: unable to create new content in namespace workloads because it is being terminated","reason":"Forbidden","details":{"name":"hello-6d5f7c9b8-x2x9k","kind":"pods","causes":[{"reason":"NamespaceTerminating","message":"namespace workloads is being terminated","field":"metadata.namespace"}]},"code":403}`
+	forbidden := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"system:node:w1\" cannot create resource \"pods/eviction\"","reason":"Forbidden","details":{"kind":"pods"},"code":403}`
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		want       bool
+	}{
+		{"terminating namespace", terminating, http.StatusForbidden, true},
+		{"other refusal", forbidden, http.StatusForbidden, false},
+		{"not found", `{"kind":"Status","code":404}`, http.StatusNotFound, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, tc.body, tc.code)
+			}))
+			defer srv.Close()
+			c := &Client{Server: srv.URL, http: srv.Client()}
+			err := c.Create(context.Background(), "/api/v1/namespaces/workloads/pods/hello/eviction", []byte(`{}`))
+			if got := IsNamespaceTerminating(err); got != tc.want {
+				t.Errorf("IsNamespaceTerminating(%v) = %v, want %v", err, got, tc.want)
+			}
+		})
+	}
+}

@@ -66,7 +66,10 @@ func (w *Workload) drain(ctx context.Context) error {
 		ev := policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 		body, _ := json.Marshal(ev)
-		if err := c.Create(ctx, "/api/v1/namespaces/"+p.Namespace+"/pods/"+p.Name+"/eviction", body); err != nil && !kubeapi.IsNotFound(err) {
+		// A namespace being deleted refuses the eviction (kubectl drain waits for such a pod too): its
+		// deletion takes the pod away, so the pod is waited for like an evicted one.
+		err := c.Create(ctx, "/api/v1/namespaces/"+p.Namespace+"/pods/"+p.Name+"/eviction", body)
+		if err != nil && !kubeapi.IsNotFound(err) && !kubeapi.IsNamespaceTerminating(err) {
 			return fmt.Errorf("evict %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		evicting = append(evicting, p.Namespace+"/"+p.Name)
