@@ -59,12 +59,7 @@ func failedChecks(r *machine.HealthResponse) (names, shown []string) {
 
 // healthOnce is one Health call on its own connection.
 func healthOnce(ctx context.Context, connect Connect) (*machine.HealthResponse, error) {
-	mc, conn, err := connect()
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, healthAttempt)
-	defer cancel()
-	return mc.Health(ctx, &machine.HealthRequest{})
+	return callOnce(ctx, connect, healthAttempt, func(ctx context.Context, mc machine.MachineClient) (*machine.HealthResponse, error) {
+		return mc.Health(ctx, &machine.HealthRequest{})
+	})
 }

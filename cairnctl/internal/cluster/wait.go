@@ -54,14 +54,23 @@ func WaitStatus(ctx context.Context, connect Connect, done func(*machine.StatusR
 }
 
 func statusOnce(ctx context.Context, connect Connect) (*machine.StatusResponse, error) {
+	return callOnce(ctx, connect, statusAttempt, func(ctx context.Context, mc machine.MachineClient) (*machine.StatusResponse, error) {
+		return mc.Status(ctx, &machine.StatusRequest{})
+	})
+}
+
+// callOnce makes one call on a connection of its own, bounded by timeout, and closes the connection.
+func callOnce[T any](ctx context.Context, connect Connect, timeout time.Duration,
+	call func(context.Context, machine.MachineClient) (T, error)) (T, error) {
 	mc, conn, err := connect()
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, statusAttempt)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return mc.Status(ctx, &machine.StatusRequest{})
+	return call(ctx, mc)
 }
 
 // InState is a WaitStatus condition: the node reports one of the states.

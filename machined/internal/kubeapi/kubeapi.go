@@ -206,8 +206,8 @@ func (c *Client) Fetch(ctx context.Context, path, accept string) (int64, error) 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		return 0, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(msg))}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return 0, statusError(resp.StatusCode, msg)
 	}
 	return io.Copy(io.Discard, resp.Body)
 }
