@@ -54,16 +54,27 @@ func New(server string, caPEM, certPEM, keyPEM []byte) (*Client, error) {
 // FromKubeconfig makes a client from a kubeconfig file with embedded certificates; server, when not
 // empty, replaces the kubeconfig's.
 func FromKubeconfig(path, server string) (*Client, error) {
-	data, err := os.ReadFile(path)
+	k, err := readKubeconfig(path, server)
 	if err != nil {
 		return nil, err
 	}
+	return New(string(k.server), k.ca, k.cert, k.key)
+}
+
+// credentials are what a client is made of: the server and the PEM CA, certificate and key.
+type credentials struct{ server, ca, cert, key []byte }
+
+func readKubeconfig(path, server string) (credentials, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return credentials{}, err
+	}
 	var kc clientcmdv1.Config
 	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+		return credentials{}, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	if len(kc.Clusters) == 0 || len(kc.AuthInfos) == 0 {
-		return nil, fmt.Errorf("kubeconfig %s: no cluster or user", path)
+		return credentials{}, fmt.Errorf("kubeconfig %s: no cluster or user", path)
 	}
 	c, u := kc.Clusters[0].Cluster, kc.AuthInfos[0].AuthInfo
 	cert, key := u.ClientCertificateData, u.ClientKeyData
@@ -71,14 +82,14 @@ func FromKubeconfig(path, server string) (*Client, error) {
 		// The kubelet's rotated credential: one PEM file with both.
 		both, err := os.ReadFile(u.ClientCertificate)
 		if err != nil {
-			return nil, err
+			return credentials{}, err
 		}
 		cert, key = both, both
 	}
 	if server == "" {
 		server = c.Server
 	}
-	return New(server, c.CertificateAuthorityData, cert, key)
+	return credentials{server: []byte(server), ca: c.CertificateAuthorityData, cert: cert, key: key}, nil
 }
 
 // StatusError is a response with an unexpected HTTP status.

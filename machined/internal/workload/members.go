@@ -32,7 +32,7 @@ func (w *Workload) nodeClient() (*kubeapi.Client, error) {
 	if _, err := os.Stat(kc); err != nil {
 		return nil, fmt.Errorf("the kubelet has no credential yet (%s): its bootstrap CSR is not approved yet", kc)
 	}
-	return kubeapi.FromKubeconfig(kc, "")
+	return w.kubeClients.FromKubeconfig(kc, "")
 }
 
 func (w *Workload) controlPlane() bool {

@@ -20,7 +20,7 @@ func (w *Workload) admin() (*kubeapi.Client, error) {
 	if r == nil {
 		return nil, ErrNotRunning // a node without Kubernetes (sandbox mode without a payload)
 	}
-	return kubeapi.FromKubeconfig(r.Layout().KubernetesFile(kube.AdminConf), "https://127.0.0.1:6443")
+	return w.kubeClients.FromKubeconfig(r.Layout().KubernetesFile(kube.AdminConf), "https://127.0.0.1:6443")
 }
 
 // KubeAPI is a client for this control plane's own API server, as the cluster admin (the join tokens'

@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/containerd"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/kube"
+	"github.com/cairn-os/cairn/machined/internal/kubeapi"
 	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/cairn-os/cairn/machined/internal/proc"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
@@ -88,6 +89,8 @@ type Workload struct {
 	// payloadMounted: the payload was checked and mounted this boot.
 	payloadMounted bool
 	cfg            *config.MachineConfig
+	// kube keeps the clients of the API server, one connection each (admin and nodeClient).
+	kubeClients kubeapi.Clients
 }
 
 // Timeouts under emulation: the API server takes minutes to start on an emulated CPU.
