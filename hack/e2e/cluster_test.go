@@ -207,11 +207,20 @@ func TestJoin(t *testing.T) {
 	if !fileExists(kc) {
 		t.Fatalf("cluster create wrote no kubeconfig %s", kc)
 	}
+	// The subtests log the cluster's state when they fail; a failure before them (CI's last: the worker
+	// back from its reboot, then an unnamed failure) logs it here.
+	subtests := false
+	defer func() {
+		if t.Failed() && !subtests {
+			logClusterState(t, kc, c.mtls(0))
+		}
+	}()
 	waitNodeReady(t, kc, c.Nodes[0].Name)
 	waitNodeReady(t, kc, w.Name)
 	kubectl(t, kc, "run", "echo-w", "--image=cairn.local/echo:v1", "--image-pull-policy=Never", "--restart=Never", "--port=8080",
 		`--overrides={"spec":{"nodeName":"`+w.Name+`"}}`)
 	kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo-w", "--timeout=5m")
+	subtests = true
 	t.Run("workloads", func(t *testing.T) {
 		defer func() {
 			if t.Failed() {
@@ -283,20 +292,44 @@ func waitConfigMap(t *testing.T, kubeconfig, name, want string) {
 		"get", "configmap", name, "-o", "jsonpath={.data.answer}")
 }
 
-// kubectl runs kubectl against the cluster and fails the test if it fails.
+// kubectl runs kubectl against the cluster and fails the test if it fails. A failure to reach the API
+// server (a TLS handshake or a connection that timed out, a 503 while it syncs) is tried again for up
+// to two minutes, as a user would: the first kubectl after a node rejoins met one, in CI, and failed
+// the test on an API server that answered the next call. A retried create whose first try did land
+// answers AlreadyExists: that counts as done.
 func kubectl(t *testing.T, kubeconfig string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-	t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	if err != nil {
-		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	for deadline, try := time.Now().Add(2*time.Minute), 1; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		out, err := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		cancel()
+		t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		switch {
+		case err == nil:
+			return string(out)
+		case try > 1 && strings.Contains(string(out), "AlreadyExists"):
+			return string(out)
+		case unreachable(string(out)) && time.Now().Before(deadline):
+			t.Logf("kubectl %s: the API server did not answer (try %d); trying again", strings.Join(args, " "), try)
+			time.Sleep(5 * time.Second)
+		default:
+			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+		}
 	}
-	return string(out)
 }
 
-// waitKubectl runs kubectl until ok accepts its output.
+// unreachable tells kubectl's failures to reach or hear from the API server from its refusals.
+func unreachable(out string) bool {
+	for _, s := range []string{"TLS handshake timeout", "connection refused", "connection reset by peer", "i/o timeout",
+		"Client.Timeout exceeded", "unexpected EOF", "http2: client connection lost", "currently unable to handle the request",
+		"Timeout: request did not complete", "unable to return a response in the time allotted", "etcdserver: request timed out"} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // logLeftNode logs what says why a reset worker's Node is still listed: whether it was marked as left
 // and when, its kubelet's last heartbeat, and what the control plane's machined said about it.
 func logLeftNode(t *testing.T, kc, node string, controlPlane []string) {
@@ -313,6 +346,7 @@ func logLeftNode(t *testing.T, kc, node string, controlPlane []string) {
 	t.Logf("the control plane's machined on %s:\n%s", node, strings.Join(lines, "\n"))
 }
 
+// waitKubectl runs kubectl until ok accepts its output.
 func waitKubectl(t *testing.T, kubeconfig string, timeout time.Duration, ok func(string) bool, args ...string) {
 	t.Helper()
 	var last string
