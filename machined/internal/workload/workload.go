@@ -89,7 +89,7 @@ type Workload struct {
 	// payloadMounted: the payload was checked and mounted this boot.
 	payloadMounted bool
 	cfg            *config.MachineConfig
-	// kube keeps the clients of the API server, one connection each (admin and nodeClient).
+	// kubeClients keeps the clients of the API server, one kept-alive connection each (admin, nodeClient).
 	kubeClients kubeapi.Clients
 }
 
