@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-join e2e-ha conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha fuzz conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -88,6 +88,15 @@ e2e-ha: image ## three control planes in QEMU, one powered off (needs more than 
 
 conformance: payload ## Kubernetes' conformance suite on a sandbox node (CLUSTER=qemu: a QEMU 1+1 cluster, a subset); not in make test
 	./hack/conformance.sh
+
+# Every fuzz target, FUZZTIME each (go test runs one -fuzz target per package at a time). Their seeds
+# also run as ordinary tests in make unit; what a run finds is saved under the package's testdata/fuzz/.
+FUZZTIME ?= 30s
+FUZZ := FuzzParse:./api/config/ FuzzParse:./machined/internal/cmdline/ FuzzInspect:./machined/internal/images/ \
+	FuzzProbe:./machined/internal/disk/probe/
+
+fuzz: ## the fuzz targets (machine config, kernel command line, image archives, disk signatures), FUZZTIME each (default 30s); not in make test
+	@for f in $(FUZZ); do echo "== $${f%%:*} $${f#*:}"; $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}" || exit 1; done
 
 bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts)
 	./hack/bench/bench.sh

@@ -20,7 +20,7 @@ type tfile struct {
 	link string // a symbolic link to this target instead of a file
 }
 
-func tarOf(t *testing.T, files ...tfile) []byte {
+func tarOf(t testing.TB, files ...tfile) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
@@ -42,7 +42,7 @@ func tarOf(t *testing.T, files ...tfile) []byte {
 	return b.Bytes()
 }
 
-func gzipped(t *testing.T, b []byte) []byte {
+func gzipped(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var out bytes.Buffer
 	zw := gzip.NewWriter(&out)
@@ -55,7 +55,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 	return out.Bytes()
 }
 
-func mustJSON(t *testing.T, v any) []byte {
+func mustJSON(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -65,7 +65,7 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 // layerTar is a layer: a tar holding one file.
-func layerTar(t *testing.T, content string) []byte {
+func layerTar(t testing.TB, content string) []byte {
 	return tarOf(t, tfile{name: "hello.txt", data: []byte(content)})
 }
 
@@ -75,7 +75,7 @@ type image struct {
 	manifestDesc            ocispec.Descriptor
 }
 
-func newImage(t *testing.T, content, arch string) image {
+func newImage(t testing.TB, content, arch string) image {
 	t.Helper()
 	raw := layerTar(t, content)
 	layer := gzipped(t, raw)
@@ -100,7 +100,7 @@ func (i image) blobs() []tfile {
 }
 
 // ociLayout is an OCI layout's files: oci-layout, index.json listing the descriptors, then the blobs.
-func ociLayout(t *testing.T, descs []ocispec.Descriptor, blobs ...tfile) []tfile {
+func ociLayout(t testing.TB, descs []ocispec.Descriptor, blobs ...tfile) []tfile {
 	idx := ocispec.Index{MediaType: ocispec.MediaTypeImageIndex, Manifests: descs}
 	idx.SchemaVersion = 2
 	files := []tfile{
@@ -120,7 +120,7 @@ func named(d ocispec.Descriptor, annotations ...string) ocispec.Descriptor {
 
 // dockerSave is a docker save archive of one image: the config as HEX.json, the layer uncompressed as
 // ID/layer.tar (the classic layout), manifest.json last as go-containerregistry writes it.
-func dockerSave(t *testing.T, content, arch string, tags []string) []tfile {
+func dockerSave(t testing.TB, content, arch string, tags []string) []tfile {
 	t.Helper()
 	layer := layerTar(t, content)
 	cfg := ocispec.Image{Platform: ocispec.Platform{OS: "linux", Architecture: arch},
