@@ -93,9 +93,9 @@ conformance: payload ## Kubernetes' conformance suite on a sandbox node (CLUSTER
 # also run as ordinary tests in make unit; what a run finds is saved under the package's testdata/fuzz/.
 FUZZTIME ?= 30s
 FUZZ := FuzzParse:./api/config/ FuzzParse:./machined/internal/cmdline/ FuzzInspect:./machined/internal/images/ \
-	FuzzProbe:./machined/internal/disk/probe/
+	FuzzProbe:./machined/internal/disk/probe/ FuzzUse:./machined/internal/joinsvc/
 
-fuzz: ## the fuzz targets (machine config, kernel command line, image archives, disk signatures), FUZZTIME each (default 30s); not in make test
+fuzz: ## the fuzz targets (machine config, kernel command line, image archives, disk signatures, join tokens), FUZZTIME each (default 30s); not in make test
 	@for f in $(FUZZ); do echo "== $${f%%:*} $${f#*:}"; $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}" || exit 1; done
 
 bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts)
