@@ -157,8 +157,24 @@ func (r *Renderer) ManifestFile(pod *corev1.Pod) (File, error) {
 // ControlPlaneManifests renders kube-apiserver, kube-controller-manager and kube-scheduler. etcd is
 // rendered apart (EtcdManifest) because it may only be written once the ETCD volume is mounted.
 func (r *Renderer) ControlPlaneManifests() (Files, error) {
+	return r.manifests(r.APIServerPod(), r.ControllerManagerPod(), r.SchedulerPod())
+}
+
+// APIServerManifest renders kube-apiserver alone, and ControllerManifests the controller-manager and the
+// scheduler: a node writes the second pair only once its API server answers /readyz. Until then they
+// could do nothing but retry, and under emulation on two vCPUs their start (each is the whole kube
+// binary's initialisation and informers) took CPU from the API server's own start, which every later
+// step waits on.
+func (r *Renderer) APIServerManifest() (Files, error) { return r.manifests(r.APIServerPod()) }
+
+// ControllerManifests: see APIServerManifest.
+func (r *Renderer) ControllerManifests() (Files, error) {
+	return r.manifests(r.ControllerManagerPod(), r.SchedulerPod())
+}
+
+func (r *Renderer) manifests(pods ...*corev1.Pod) (Files, error) {
 	var files Files
-	for _, pod := range []*corev1.Pod{r.APIServerPod(), r.ControllerManagerPod(), r.SchedulerPod()} {
+	for _, pod := range pods {
 		f, err := r.ManifestFile(pod)
 		if err != nil {
 			return nil, err

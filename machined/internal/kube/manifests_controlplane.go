@@ -33,6 +33,12 @@ func (r *Renderer) pkiMount() hostMount {
 		typ: hostPathType(corev1.HostPathDirectory)}
 }
 
+// pkiFileMount gives a component one file of the PKI directory, read-only, at its place in the container.
+func (r *Renderer) pkiFileMount(volume, name string) hostMount {
+	return hostMount{name: volume, hostPath: r.layout.PKIFile(name), mountPath: inPKI(name), readOnly: true,
+		typ: hostPathType(corev1.HostPathFile)}
+}
+
 // kubeconfigMount gives a component its kubeconfig file, read-only.
 func (r *Renderer) kubeconfigMount(file string) hostMount {
 	return hostMount{name: "kubeconfig", hostPath: r.layout.KubernetesFile(file),
@@ -123,6 +129,8 @@ func (r *Renderer) ControllerManagerPod() *corev1.Pod {
 		{"root-ca-file", inPKI(CACert)},
 		{"service-account-private-key-file", inPKI(ServiceAccountKey)},
 		{"service-cluster-ip-range", r.serviceCIDR.String()},
+		{"tls-cert-file", inPKI(ControllerManagerServerCert)},
+		{"tls-private-key-file", inPKI(ControllerManagerServerKey)},
 		{"use-service-account-credentials", "true"},
 	}
 	vols, vms := volumes([]hostMount{r.pkiMount(), r.kubeconfigMount(ControllerManagerConf)})
@@ -150,8 +158,12 @@ func (r *Renderer) SchedulerPod() *corev1.Pod {
 		{"leader-elect-lease-duration", leaderElectLease},
 		{"leader-elect-renew-deadline", leaderElectRenew},
 		{"leader-elect-retry-period", leaderElectRetry},
+		{"tls-cert-file", inPKI(SchedulerServerCert)},
+		{"tls-private-key-file", inPKI(SchedulerServerKey)},
 	}
-	vols, vms := volumes([]hostMount{r.kubeconfigMount(SchedulerConf)})
+	// The scheduler gets its own two PKI files, not the directory (which holds the CA keys).
+	vols, vms := volumes([]hostMount{r.kubeconfigMount(SchedulerConf),
+		r.pkiFileMount("scheduler-cert", SchedulerServerCert), r.pkiFileMount("scheduler-key", SchedulerServerKey)})
 	live := probe{host: r.loopback(), path: "/livez", port: SchedulerPort, scheme: corev1.URISchemeHTTPS}
 	return staticPod(corev1.Container{
 		Name:          KubeScheduler,

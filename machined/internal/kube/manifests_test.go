@@ -209,3 +209,71 @@ func TestAPIServerHasNoKillingProbe(t *testing.T) {
 		}
 	}
 }
+
+// The API server's manifest and the controllers' are written at different times (the controllers once
+// the API server is ready); together they are the whole control plane, each pod once.
+func TestControlPlaneSplit(t *testing.T) {
+	r := newTestRenderer(t)
+	all, err := r.ControlPlaneManifests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := r.APIServerManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := r.ControllerManifests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all, append(api, later...).sorted()); diff != "" {
+		t.Errorf("APIServerManifest + ControllerManifests differ from ControlPlaneManifests (-all +split):\n%s", diff)
+	}
+	if len(api) != 1 || api[0].Path != "/etc/kubernetes/manifests/kube-apiserver.yaml" {
+		t.Errorf("APIServerManifest() = %v, want kube-apiserver.yaml alone", api)
+	}
+}
+
+// Every PKI file a static pod's flags name must be one that PKI renders and must be mounted into that
+// container: a component started without it exits, and the kubelet restarts it forever.
+func TestManifestsNameRenderedPKIFiles(t *testing.T) {
+	r := newTestRenderer(t)
+	pki, err := r.PKI(testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := map[string]bool{}
+	for _, f := range pki {
+		rendered[strings.TrimPrefix(f.Path, "/etc/kubernetes/pki/")] = true
+	}
+	etcd, _ := r.EtcdManifest(EtcdOptions{})
+	cp, _ := r.ControlPlaneManifests()
+	checked := 0
+	for _, f := range append(Files{etcd}, cp...) {
+		var pod corev1.Pod
+		if err := yaml.UnmarshalStrict(f.Data, &pod); err != nil {
+			t.Fatalf("%s: %v", f.Path, err)
+		}
+		c := pod.Spec.Containers[0]
+		for _, a := range c.Command {
+			_, val, ok := strings.Cut(a, "=")
+			if !ok || !strings.HasPrefix(val, containerPKIDir+"/") {
+				continue
+			}
+			checked++
+			if name := strings.TrimPrefix(val, containerPKIDir+"/"); !rendered[name] {
+				t.Errorf("%s: %s names %s, which PKI does not render", pod.Name, a, name)
+			}
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				mounted = mounted || val == m.MountPath || strings.HasPrefix(val, m.MountPath+"/")
+			}
+			if !mounted {
+				t.Errorf("%s: %s is not mounted into the container", pod.Name, val)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked %d PKI flags, want the control plane's (at least 20)", checked)
+	}
+}

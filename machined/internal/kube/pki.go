@@ -131,7 +131,32 @@ func (r *Renderer) leaves(c *cas) []leaf {
 			CommonName: r.node.Name, DNSNames: etcdDNS, IPs: etcdIPs, Server: true, Client: true,
 		}},
 		{EtcdHealthcheckCert, EtcdHealthcheckKey, &c.etcd, pki.Request{CommonName: EtcdHealthcheckCN, Client: true}},
+		{ControllerManagerServerCert, ControllerManagerServerKey, &c.kubernetes, pki.Request{
+			CommonName: KubeControllerManager, DNSNames: []string{"localhost"}, IPs: loopbacks, Server: true,
+		}},
+		{SchedulerServerCert, SchedulerServerKey, &c.kubernetes, pki.Request{
+			CommonName: KubeScheduler, DNSNames: []string{"localhost"}, IPs: loopbacks, Server: true,
+		}},
 	}
+}
+
+// loopbacks are the addresses the controller-manager and the scheduler serve on (bind-address).
+var loopbacks = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+
+// MissingPKI names the leaf certificates and keys that PKI renders but that are not on disk: a node
+// whose PKI was written by an older Cairn lacks the ones added since, and its static pods would not
+// start without them.
+func (r *Renderer) MissingPKI() []string {
+	c := &cas{} // leaves only needs the names, not the CAs
+	var missing []string
+	for _, l := range r.leaves(c) {
+		for _, name := range []string{l.cert, l.key} {
+			if _, err := os.Stat(r.layout.PKIFile(name)); err != nil {
+				missing = append(missing, name)
+			}
+		}
+	}
+	return missing
 }
 
 func (r *Renderer) pkiFile(name string, data []byte, mode os.FileMode) File {

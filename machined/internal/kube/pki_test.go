@@ -35,10 +35,11 @@ func TestPKIFileSet(t *testing.T) {
 		"apiserver-etcd-client.crt", "apiserver-etcd-client.key",
 		"apiserver-kubelet-client.crt", "apiserver-kubelet-client.key",
 		"apiserver.crt", "apiserver.key", "ca.crt", "ca.key",
+		"controller-manager-server.crt", "controller-manager-server.key",
 		"etcd/ca.crt", "etcd/ca.key", "etcd/healthcheck-client.crt", "etcd/healthcheck-client.key",
 		"etcd/peer.crt", "etcd/peer.key", "etcd/server.crt", "etcd/server.key",
 		"front-proxy-ca.crt", "front-proxy-ca.key", "front-proxy-client.crt", "front-proxy-client.key",
-		"sa.key", "sa.pub",
+		"sa.key", "sa.pub", "scheduler-server.crt", "scheduler-server.key",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("PKI files (-want +got):\n%s", diff)
@@ -78,6 +79,10 @@ func TestPKICertificates(t *testing.T) {
 		EtcdPeerCert: {ca: EtcdCACert, cn: "cp-1", usages: []x509.ExtKeyUsage{server, client},
 			dnsNames: []string{"cp-1", "localhost"}, ips: etcdIPs},
 		EtcdHealthcheckCert: {ca: EtcdCACert, cn: "kube-etcd-healthcheck-client", usages: []x509.ExtKeyUsage{client}},
+		ControllerManagerServerCert: {ca: CACert, cn: "kube-controller-manager", usages: []x509.ExtKeyUsage{server},
+			dnsNames: []string{"localhost"}, ips: []string{"127.0.0.1", "::1"}},
+		SchedulerServerCert: {ca: CACert, cn: "kube-scheduler", usages: []x509.ExtKeyUsage{server},
+			dnsNames: []string{"localhost"}, ips: []string{"127.0.0.1", "::1"}},
 	}
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -225,4 +230,30 @@ func ipStrings(ips []net.IP) []string {
 		out = append(out, ip.String())
 	}
 	return out
+}
+
+// A node whose PKI an older Cairn wrote lacks the files added since; MissingPKI names them so the boot's
+// certificate check reissues the set before the static pods that need them start.
+func TestMissingPKI(t *testing.T) {
+	root := t.TempDir()
+	r := newRendererAt(t, root)
+	files, err := r.PKI(testNow)
+	if err != nil {
+		t.Fatalf("PKI: %v", err)
+	}
+	if got := r.MissingPKI(); len(got) != 18 {
+		t.Errorf("MissingPKI() before writing = %v, want the 18 leaf files (9 certificates and their keys)", got)
+	}
+	if err := WriteFiles(files); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.MissingPKI(); len(got) != 0 {
+		t.Errorf("MissingPKI() after writing = %v, want none", got)
+	}
+	if err := os.Remove(r.layout.PKIFile(SchedulerServerKey)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{SchedulerServerKey}, r.MissingPKI()); diff != "" {
+		t.Errorf("MissingPKI() without the scheduler's key (-want +got):\n%s", diff)
+	}
 }

@@ -25,7 +25,8 @@ func (w *Workload) renewCertificates(ctx context.Context) error {
 	list, err := w.Certificates(ctx)
 	now := w.Now()
 	due := certs.Due(list, now)
-	if err == nil && len(due) == 0 && len(list) > 0 {
+	missing := w.Renderer().MissingPKI()
+	if err == nil && len(due) == 0 && len(list) > 0 && len(missing) == 0 {
 		next := time.Time{}
 		for _, c := range list {
 			if !c.CA && (next.IsZero() || c.RenewAt().Before(next)) {
@@ -39,6 +40,6 @@ func (w *Workload) renewCertificates(ctx context.Context) error {
 	for _, c := range due {
 		names = append(names, c.Name+" (expires "+c.NotAfter.Format(time.DateOnly)+")")
 	}
-	w.Log.Info("renewing the control plane's certificates", "due", names, "unreadable", err)
+	w.Log.Info("renewing the control plane's certificates", "due", names, "missing", missing, "unreadable", err)
 	return w.writePKI(ctx)
 }

@@ -2,7 +2,9 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 
@@ -14,10 +16,31 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 )
 
-// writeControlPlane writes the static pods of kube-apiserver, the controller-manager and the scheduler.
+// writeControlPlane writes kube-apiserver's static pod and removes the controller-manager's and the
+// scheduler's until the API server is ready (writeControllers; kube.Renderer.APIServerManifest says why).
 // They are rewritten on every boot, so a changed setting or version takes effect.
 func (w *Workload) writeControlPlane(context.Context) error {
-	files, err := w.Renderer().ControlPlaneManifests()
+	r := w.Renderer()
+	files, err := r.APIServerManifest()
+	if err != nil {
+		return err
+	}
+	later, err := r.ControllerManifests()
+	if err != nil {
+		return err
+	}
+	for _, f := range later {
+		if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return kube.WriteFiles(files)
+}
+
+// writeControllers writes the controller-manager's and the scheduler's static pods, once the API server
+// they work through is ready.
+func (w *Workload) writeControllers(context.Context) error {
+	files, err := w.Renderer().ControllerManifests()
 	if err != nil {
 		return err
 	}

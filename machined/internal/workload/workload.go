@@ -138,6 +138,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			wait("etcd-healthy", w.waitEtcd),
 			t("control-plane-manifests", w.writeControlPlane),
 			wait("apiserver-ready", w.waitAPIServer),
+			t("controller-manifests", w.writeControllers),
 			t("addons", w.applyAddons),
 		}, cpReady, []sequence.Task{serve, names})
 	default:
@@ -148,6 +149,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("kubelet", w.startKubelet),
 			wait("etcd-healthy", w.waitEtcd),
 			wait("apiserver-ready", w.waitAPIServer),
+			t("controller-manifests", w.writeControllers),
 			t("bootstrap-objects", w.publishBootstrap),
 			t("addons", w.applyAddons),
 		}, cpReady, []sequence.Task{serve, names})

@@ -25,13 +25,16 @@ func TestHookOrder(t *testing.T) {
 		{"first control plane", config.TypeControlPlane, fsm.SeqInit,
 			[]rule{{"etcd-restore", "etcd-manifest"}, {"etcd-manifest", "kubelet"}, {"kubernetes-pki", "kubelet"},
 				{"kubernetes-pki", "certificates"}, {"certificates", "kubelet"},
-				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"}},
+				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"},
+				{"control-plane-manifests", "kubelet"}, {"apiserver-ready", "controller-manifests"},
+				{"controller-manifests", "pod-network"}},
 			[]string{"etcd-promote", "worker-files"}},
 		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
 		// server, which talks to the local member alone, waits until that member votes.
 		{"joining control plane", config.TypeControlPlane, fsm.SeqJoin,
 			[]rule{{"etcd-manifest", "kubelet"}, {"kubelet", "etcd-promote"}, {"etcd-promote", "etcd-healthy"},
-				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"}},
+				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"},
+				{"apiserver-ready", "controller-manifests"}, {"controller-manifests", "pod-network"}},
 			[]string{"etcd-restore", "bootstrap-objects", "worker-files"}},
 		// Certificates are renewed on every boot, before the static pods start with them.
 		{"control plane booting after a join", config.TypeControlPlane, fsm.SeqStart,
@@ -39,7 +42,8 @@ func TestHookOrder(t *testing.T) {
 			[]string{"etcd-promote"}},
 		{"worker", config.TypeWorker, fsm.SeqJoin,
 			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}},
-			[]string{"kubernetes-pki", "certificates", "etcd-manifest", "etcd-promote", "control-plane-manifests", "join-service"}},
+			[]string{"kubernetes-pki", "certificates", "etcd-manifest", "etcd-promote", "control-plane-manifests",
+				"controller-manifests", "join-service"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
