@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/cairn-os/cairn/machined/internal/events"
 )
@@ -21,6 +22,14 @@ type Auth struct {
 	Creds *Credentials
 	Token string
 	Bus   *events.Bus
+}
+
+// Tap checks a call as soon as its headers arrive, before gRPC reads its request: a caller without the
+// token or a certificate of the right role is refused without the node buffering what it sends (a request
+// may be up to client.MaxMessageSize, so that an etcd snapshot fits in an Init). The interceptors check
+// again, for servers built without it.
+func (a *Auth) Tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	return ctx, a.authorize(ctx, info.FullMethodName)
 }
 
 // Unary is the unary interceptor.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/cairn-os/cairn/api/client"
@@ -23,7 +24,7 @@ import (
 )
 
 // serveDay2 starts a test server with the day-2 sources given (nil ones stay nil).
-func serveDay2(t *testing.T, logs LogSource, kernel KernelLog, etcd EtcdOps) *testServer {
+func serveDay2(t *testing.T, logs LogSource, kernel KernelLog, etcd EtcdOps, extra ...grpc.ServerOption) *testServer {
 	t.Helper()
 	bus := events.NewBus(nil, nil)
 	creds, err := NewCredentials("n1", nil, time.Now())
@@ -37,7 +38,7 @@ func serveDay2(t *testing.T, logs LogSource, kernel KernelLog, etcd EtcdOps) *te
 		t.Fatal(err)
 	}
 	g := New(&Server{Node: n, Bus: bus, Supervise: supervisor.New(bus, nil), LogSource: logs, KernelLog: kernel, EtcdOps: etcd},
-		&Auth{Creds: creds, Token: token, Bus: bus})
+		&Auth{Creds: creds, Token: token, Bus: bus}, extra...)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func serveDay2(t *testing.T, logs LogSource, kernel KernelLog, etcd EtcdOps) *te
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
-	return &testServer{addr: l.Addr().String(), creds: creds, node: n}
+	return &testServer{addr: l.Addr().String(), creds: creds, node: n, bus: bus}
 }
 
 func maintenanceClient(t *testing.T, s *testServer) machine.MachineClient {

@@ -68,14 +68,16 @@ type Build struct {
 	Version, Commit string
 }
 
-// New builds the gRPC server with authentication, health and reflection.
-func New(s *Server, auth *Auth) *grpc.Server {
-	g := grpc.NewServer(
+// New builds the gRPC server with authentication, health and reflection; extra options (a stats handler
+// in tests) come last.
+func New(s *Server, auth *Auth, extra ...grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(auth.Creds.TLSConfig())),
+		grpc.InTapHandle(auth.Tap),
 		grpc.ChainUnaryInterceptor(auth.Unary),
 		grpc.ChainStreamInterceptor(auth.Stream),
 		grpc.MaxRecvMsgSize(client.MaxMessageSize),
-	)
+	}, extra...)...)
 	machine.RegisterMachineServer(g, s)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

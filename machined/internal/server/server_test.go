@@ -24,6 +24,7 @@ type testServer struct {
 	addr  string
 	creds *Credentials
 	node  *node.Node
+	bus   *events.Bus
 }
 
 type noSys struct{}
