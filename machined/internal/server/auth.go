@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -16,7 +15,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/events"
 )
 
-// Auth checks every call: the bootstrap token in maintenance mode, a verified client certificate and its
+// Auth checks every call (Tap): the bootstrap token in maintenance mode, a verified client certificate and its
 // role after the node lock.
 type Auth struct {
 	Creds *Credentials
@@ -24,28 +23,12 @@ type Auth struct {
 	Bus   *events.Bus
 }
 
-// Tap checks a call as soon as its headers arrive, before gRPC reads its request: a caller without the
+// Tap checks every call as soon as its headers arrive, before gRPC reads its request: a caller without the
 // token or a certificate of the right role is refused without the node buffering what it sends (a request
-// may be up to client.MaxMessageSize, so that an etcd snapshot fits in an Init). The interceptors check
-// again, for servers built without it.
+// may be up to client.MaxMessageSize, so that an etcd snapshot fits in an Init). It is the only check: an
+// interceptor would run only after a unary call's request had been read.
 func (a *Auth) Tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	return ctx, a.authorize(ctx, info.FullMethodName)
-}
-
-// Unary is the unary interceptor.
-func (a *Auth) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := a.authorize(ctx, info.FullMethod); err != nil {
-		return nil, err
-	}
-	return h(ctx, req)
-}
-
-// Stream is the stream interceptor.
-func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := a.authorize(ss.Context(), info.FullMethod); err != nil {
-		return err
-	}
-	return h(srv, ss)
 }
 
 func (a *Auth) authorize(ctx context.Context, method string) error {

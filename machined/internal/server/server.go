@@ -74,8 +74,6 @@ func New(s *Server, auth *Auth, extra ...grpc.ServerOption) *grpc.Server {
 	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(auth.Creds.TLSConfig())),
 		grpc.InTapHandle(auth.Tap),
-		grpc.ChainUnaryInterceptor(auth.Unary),
-		grpc.ChainStreamInterceptor(auth.Stream),
 		grpc.MaxRecvMsgSize(client.MaxMessageSize),
 	}, extra...)...)
 	machine.RegisterMachineServer(g, s)
