@@ -89,9 +89,6 @@ func boot(s system, args, env []string) error {
 	if err := s.Chdir("/"); err != nil {
 		return fmt.Errorf("switch root: chdir /: %w", err)
 	}
-	// A missing /proc/cpuinfo only means no emulation settings.
-	cpuinfo, _ := s.ReadFile("/proc/cpuinfo")
-	env = emulationEnv(cpuinfo, env)
 	s.Logf("cairn init: root image mounted from %s (%d modules loaded), starting %s", dev, n, machined)
 	// The kernel passed the command line's unknown words to us as args; machined gets them unchanged
 	// (it reads /proc/cmdline itself for its own parameters).

@@ -108,7 +108,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	var n *node.Node
 	joinSvc := &joinsvc.Service{Bus: bus}
 	wl := &workload.Workload{Paths: layout, Sandbox: plat.sandbox, Payload: plat.payload, Services: services, Starter: plat.starter,
-		GoDebug: os.Getenv("GODEBUG"), Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now, Hosts: plat.hosts,
+		Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now, Hosts: plat.hosts,
 		Identity:   func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) },
 		Ticket:     func() (*machine.JoinTicket, error) { return n.Ticket() },
 		StateDir:   func() string { return n.StateDir() },

@@ -54,14 +54,11 @@ type BindShared func(dir string) error
 
 // Workload is the Kubernetes side of a node.
 type Workload struct {
-	Paths    paths.Paths
-	Sandbox  bool
-	Payload  Payload
-	Services *supervisor.Supervisor
-	Starter  proc.Starter
-	// GoDebug is GODEBUG for containerd (and so its shims), "" for none: machined passes its own on,
-	// which init sets under emulation (init/emulation.go), so containerd's hashing gets the same speed-up.
-	GoDebug    string
+	Paths      paths.Paths
+	Sandbox    bool
+	Payload    Payload
+	Services   *supervisor.Supervisor
+	Starter    proc.Starter
 	Log        *slog.Logger
 	BindShared BindShared
 	// Identity reports the node's name and addresses at the time a task runs.
@@ -300,9 +297,10 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 	w.Services.Start(supervisor.Service{
 		Name: "containerd",
 		Runner: &supervisor.Process{
-			Path:    filepath.Join(w.Payload.Bin(), "containerd"),
-			Args:    []string{"--config", l.ContainerdConfig()},
-			Env:     w.containerdEnv(),
+			Path: filepath.Join(w.Payload.Bin(), "containerd"),
+			Args: []string{"--config", l.ContainerdConfig()},
+			// containerd finds its shim on PATH, and the shim runc.
+			Env:     []string{"PATH=" + w.Payload.Bin() + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"},
 			Starter: w.Starter,
 			Cgroup:  group,
 		},
@@ -329,15 +327,6 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 	w.client = cli
 	w.mu.Unlock()
 	return nil
-}
-
-// containerdEnv is containerd's environment: it finds its shim on PATH, and the shim runc.
-func (w *Workload) containerdEnv() []string {
-	env := []string{"PATH=" + w.Payload.Bin() + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"}
-	if w.GoDebug != "" {
-		env = append(env, "GODEBUG="+w.GoDebug)
-	}
-	return env
 }
 
 // runtimeCgroups makes the runtime's cgroups (see package cgroups) and returns containerd's directory

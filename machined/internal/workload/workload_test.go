@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 )
@@ -87,21 +85,5 @@ func TestAlongside(t *testing.T) {
 	}
 	if !sideDone.Load() {
 		t.Error("alongside returned before its side work finished")
-	}
-}
-
-// containerd gets machined's GODEBUG (init's emulation setting) and nothing else of its environment.
-func TestContainerdEnv(t *testing.T) {
-	for _, tc := range []struct {
-		goDebug string
-		want    []string
-	}{
-		{"", []string{"PATH=/p/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"}},
-		{"cpu.avx2=off", []string{"PATH=/p/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/", "GODEBUG=cpu.avx2=off"}},
-	} {
-		w := &Workload{Payload: Payload{Dir: "/p"}, GoDebug: tc.goDebug}
-		if diff := cmp.Diff(tc.want, w.containerdEnv()); diff != "" {
-			t.Errorf("containerdEnv() with GoDebug %q (-want +got):\n%s", tc.goDebug, diff)
-		}
 	}
 }
