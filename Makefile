@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-join e2e-ha fuzz conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha fuzz reliability conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -97,6 +97,11 @@ FUZZ := FuzzParse:./api/config/ FuzzParse:./machined/internal/cmdline/ FuzzInspe
 
 fuzz: ## the fuzz targets (machine config, kernel command line, image archives, disk signatures, join tokens), FUZZTIME each (default 30s); not in make test
 	@for f in $(FUZZ); do echo "== $${f%%:*} $${f#*:}"; $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}" || exit 1; done
+
+reliability: build ## issue 16's figures: 200 mutual-TLS clients against a sandbox node (CAIRN_LOAD_SECONDS, default 60; also part of make integration), then make fuzz; not in make test
+	./hack/deps.sh test
+	$(GO) test -tags integration -count=1 -v -timeout 10m -run 'TestLoad$$' ./hack/sandboxtest/
+	$(MAKE) --no-print-directory fuzz
 
 bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts)
 	./hack/bench/bench.sh
