@@ -201,6 +201,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	if err := n.Start(life); err != nil {
 		log.Error("boot", "error", err)
 	}
+	notifySystemd(life, log, func() { n.Status() })
 	if !plat.sandbox {
 		st := n.Status()
 		banner(os.Stdout, st, listenPort(o.listen, client.MachinePort), creds.Fingerprint(), token, generated)
