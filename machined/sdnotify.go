@@ -15,7 +15,7 @@ import (
 // stuck) stops petting, and systemd restarts it. On a node, machined is PID 1, NOTIFY_SOCKET is unset and
 // this does nothing.
 //
-// answers reports whether the node answered (it should take the node's lock, as Status does); the
+// answers returns once the node has answered (it should take the node's lock, as Status does); the
 // petting stops when ctx ends.
 func notifySystemd(ctx context.Context, log *slog.Logger, answers func()) {
 	sent, err := daemon.SdNotify(false, daemon.SdNotifyReady)
@@ -43,6 +43,7 @@ func notifySystemd(ctx context.Context, log *slog.Logger, answers func()) {
 func petWatchdog(ctx context.Context, log *slog.Logger, period time.Duration, answers func()) {
 	tick := time.NewTicker(period)
 	defer tick.Stop()
+	var pending chan struct{} // closed when the node answers the question in flight
 	for {
 		select {
 		case <-ctx.Done():
@@ -52,16 +53,21 @@ func petWatchdog(ctx context.Context, log *slog.Logger, period time.Duration, an
 		if ctx.Err() != nil { // both were ready: the end wins
 			return
 		}
-		done := make(chan struct{})
-		go func() { answers(); close(done) }()
+		// One question to the node at a time: one that has not answered yet is waited on again rather
+		// than asked twice, so a stuck node holds one goroutine here, not one per period.
+		if pending == nil {
+			done := make(chan struct{})
+			go func() { answers(); close(done) }()
+			pending = done
+		}
 		select {
-		case <-done:
+		case <-pending:
+			pending = nil
 			if _, err := daemon.SdNotify(false, daemon.SdNotifyWatchdog); err != nil {
 				log.Warn("systemd: could not pet the watchdog", "err", err)
 			}
 		case <-time.After(period):
-			// The node did not answer: no pet. systemd restarts machined once the watchdog runs out;
-			// the goroutine above stays blocked until then, at most one per period.
+			// The node did not answer: no pet. systemd restarts machined once the watchdog runs out.
 			log.Error("systemd watchdog: the node did not answer within its period; not petting", "period", period)
 		case <-ctx.Done():
 			return

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -84,7 +85,8 @@ func TestNotifySystemd(t *testing.T) {
 			defer close(block)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			notifySystemd(ctx, quiet, func() { tc.answers(block) })
+			var asked atomic.Int32
+			notifySystemd(ctx, quiet, func() { asked.Add(1); tc.answers(block) })
 			// A pet every 100 ms: wait for three when they are due (a slow machine gets 5 s), else watch
 			// for half a second, five periods, that none comes.
 			wait, enough := 500*time.Millisecond, func(map[string]int) bool { return false }
@@ -97,6 +99,9 @@ func TestNotifySystemd(t *testing.T) {
 			}
 			if pets := seen["WATCHDOG=1"]; (pets >= 3) != tc.wantPets || (!tc.wantPets && pets > 0) {
 				t.Errorf("WATCHDOG=1 sent %d times, want pets=%v", pets, tc.wantPets)
+			}
+			if !tc.wantPets && tc.watchdog && asked.Load() != 1 {
+				t.Errorf("a node that does not answer was asked %d times, want once", asked.Load())
 			}
 			cancel()
 			time.Sleep(50 * time.Millisecond) // a pet already under way may still arrive
