@@ -17,4 +17,4 @@ ARG SSL_CERT_FILE=
 RUN VERSION=${VERSION} ./hack/build-image.sh
 
 FROM scratch AS artifacts
-COPY --from=build /src/_out/vmlinuz /src/_out/vmlinux /src/_out/initramfs.cpio.zst /src/_out/cairn.iso /src/_out/cairn.raw /src/_out/cairnctl /
+COPY --from=build /src/_out/vmlinuz /src/_out/vmlinux /src/_out/initramfs.cpio.zst /src/_out/payload.squashfs /src/_out/cairn.iso /src/_out/cairn.raw /src/_out/cairnctl /

@@ -25,7 +25,7 @@ payload: build bundle ## the Kubernetes payload tree _out/payload (what sandbox 
 	./hack/deps.sh image
 	$(GO) run ./image/cmd/mkimage -out $(OUT) -bundle $(OUT)/bundle -payload-only
 
-image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, cairn.iso, cairn.raw
+image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.iso, cairn.raw
 	VERSION=$(VERSION) ./hack/build-image.sh
 
 example-image: ## _out/examples/hello.tar: the example workload's image archive, for `cairnctl image import`

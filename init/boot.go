@@ -17,7 +17,6 @@ type system interface {
 	LoadModule(file, params string) error
 	AttachLoop(file string) (device string, err error)
 	Exists(name string) bool
-	WriteFile(name, data string) error
 	// FreeInitramfs deletes everything on the initramfs except keep, to give its RAM back.
 	FreeInitramfs(keep string) error
 	Chdir(dir string) error
@@ -52,21 +51,6 @@ func boot(s system, args, env []string) error {
 	}
 	if !s.Exists(newRoot + machined) {
 		return fmt.Errorf("root image has no %s", machined)
-	}
-	// The Kubernetes payload came as a second archive of the initramfs. It is attached to a loop device
-	// now, which keeps it when the initramfs is freed below; machined checks and mounts it only when the
-	// node runs Kubernetes (maintenance mode needs no payload).
-	if s.Exists(payloadImage) {
-		pdev, err := s.AttachLoop(payloadImage)
-		if err != nil {
-			return fmt.Errorf("payload image: attach %s to a loop device: %w", payloadImage, err)
-		}
-		if err := s.Mkdir(path.Dir(payloadDevice)); err != nil {
-			return fmt.Errorf("payload image: %w", err)
-		}
-		if err := s.WriteFile(payloadDevice, pdev+"\n"); err != nil {
-			return fmt.Errorf("payload image: %w", err)
-		}
 	}
 	for _, m := range kernelMounts {
 		if err := s.Mount(mount{m.target, newRoot + m.target, "", unix.MS_MOVE, ""}); err != nil {

@@ -50,9 +50,6 @@ func (f *fakeSystem) Exists(name string) bool {
 	f.calls = append(f.calls, "exists "+name)
 	return !f.absent[name]
 }
-func (f *fakeSystem) WriteFile(name, data string) error {
-	return f.do(fmt.Sprintf("write %s %q", name, data))
-}
 func (f *fakeSystem) FreeInitramfs(keep string) error { return f.do("free-initramfs except " + keep) }
 func (f *fakeSystem) Chdir(dir string) error          { return f.do("chdir " + dir) }
 func (f *fakeSystem) Chroot(dir string) error         { return f.do("chroot " + dir) }
@@ -88,10 +85,6 @@ func TestBootSequence(t *testing.T) {
 		"mkdir /newroot",
 		"mount /dev/loop0 /newroot squashfs 0x5 ",
 		"exists /newroot/sbin/machined",
-		"exists /payload.squashfs",
-		"losetup /payload.squashfs",
-		"mkdir /run/cairn",
-		`write /run/cairn/payload-device "/dev/loop0\n"`,
 		"mount /proc /newroot/proc  0x2000 ",
 		"mount /sys /newroot/sys  0x2000 ",
 		"mount /dev /newroot/dev  0x2000 ",
@@ -155,30 +148,3 @@ func TestBootMissingMachined(t *testing.T) {
 type missingMachined struct{ *fakeSystem }
 
 func (m *missingMachined) Exists(string) bool { return false }
-
-// An image without Kubernetes has no payload: nothing is attached for it, and the boot goes on.
-func TestBootWithoutPayload(t *testing.T) {
-	f := newFake("")
-	f.absent = map[string]bool{payloadImage: true}
-	if err := boot(f, nil, nil); err != nil {
-		t.Fatalf("boot() = %v, want nil", err)
-	}
-	for _, c := range f.calls {
-		if strings.Contains(c, "payload") && c != "exists "+payloadImage {
-			t.Errorf("boot() without a payload image did %q", c)
-		}
-	}
-}
-
-func TestBootPayloadAttachFails(t *testing.T) {
-	f := newFake("losetup /payload")
-	err := boot(f, nil, nil)
-	if err == nil || err.Error() != "payload image: attach /payload.squashfs to a loop device: boom" {
-		t.Fatalf("boot() = %v, want the payload image named", err)
-	}
-	for _, c := range f.calls {
-		if strings.HasPrefix(c, "free-initramfs") {
-			t.Errorf("boot() went on to %q after the payload failed", c)
-		}
-	}
-}

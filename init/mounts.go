@@ -20,15 +20,11 @@ var kernelMounts = []mount{
 
 // Paths inside the initramfs, written by the image builder (image/internal/build).
 const (
-	rootImage = "/rootfs.squashfs" // the read-only root
-	// payloadImage is the Kubernetes payload (api/payload.ImageFile), when the image carries one;
-	// payloadDevice tells machined which loop device holds it (machined/payload.go).
-	payloadImage  = "/payload.squashfs"
-	payloadDevice = "/run/cairn/payload-device"
-	rootFSType    = "squashfs"
-	newRoot       = "/newroot"
-	machined      = "/sbin/machined"
-	modulesDir    = "/lib/modules"
-	moduleList    = "cairn.load" // in modulesDir/RELEASE: module paths in load order
-	rootMountFl   = unix.MS_RDONLY | unix.MS_NODEV
+	rootImage   = "/rootfs.squashfs" // the read-only root
+	rootFSType  = "squashfs"
+	newRoot     = "/newroot"
+	machined    = "/sbin/machined"
+	modulesDir  = "/lib/modules"
+	moduleList  = "cairn.load" // in modulesDir/RELEASE: module paths in load order
+	rootMountFl = unix.MS_RDONLY | unix.MS_NODEV
 )

@@ -48,8 +48,6 @@ func (linuxSystem) Exists(name string) bool {
 	return err == nil
 }
 
-func (linuxSystem) WriteFile(name, data string) error { return os.WriteFile(name, []byte(data), 0o644) }
-
 func (linuxSystem) Chdir(dir string) error  { return unix.Chdir(dir) }
 func (linuxSystem) Chroot(dir string) error { return unix.Chroot(dir) }
 

@@ -2,75 +2,113 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"os"
-	"strings"
-
-	"golang.org/x/sys/unix"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/machined/internal/bootmedium"
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/sys"
 	"github.com/cairn-os/cairn/machined/internal/workload"
 )
 
-// payloadDevice is where init leaves the loop device it attached the initramfs's payload image to (the
-// image itself is gone from view once init has switched to the root image; the loop device keeps it).
-const payloadDevice = "/run/cairn/payload-device"
+// mediumDir is where an ISO boot medium is mounted when the payload comes from it.
+const mediumDir = "/run/cairn/medium"
 
-// mounter is mount(2) (sys.Mounter).
-type mounter interface {
-	Mount(source, target, fstype string, flags uintptr, data string) error
+// payloadSource finds the node's payload on the boot medium, checks it against the SHA-256 and size the
+// root image records, and mounts it read-only on payload.MountPoint. The root image came with the kernel
+// the boot loader loaded, so the payload mounted is exactly the one built with this machined.
+//
+// Reading and hashing the payload takes seconds under emulation, so it starts as soon as the node is up
+// (early), on a thread of the lowest priority: a node waiting in maintenance does it in time nobody
+// uses, a missing or wrong medium is in the log before anyone asks for Init, and Init finds the payload
+// mounted. The workload's mount waits for that search, at normal priority, or searches itself.
+type payloadSource struct {
+	finder bootmedium.Finder
+	log    *slog.Logger
+
+	once sync.Once
+	done chan struct{} // closed when the early search has ended; err is its result
+	err  error
+
+	mu    sync.Mutex
+	tid   int  // the early search's thread while it runs at low priority, 0 otherwise
+	hurry bool // someone waits for the early search: it runs at normal priority
 }
 
-// nodePayload is a node's payload: the image init attached, checked against the SHA-256 the root image
-// records before it is mounted read-only on payload.MountPoint. The root image is inside the initramfs
-// the boot loader loaded, so the payload is exactly the one built with this machined.
-func nodePayload(m mounter) workload.Payload {
-	return workload.Payload{Dir: payload.MountPoint, Mount: func(ctx context.Context) error {
-		dev, err := os.ReadFile(payloadDevice)
-		if err != nil {
-			return fmt.Errorf("payload: no payload image came with this boot (%w); the initramfs must carry %s", err, payload.ImageFile)
-		}
-		want, err := os.ReadFile(payload.SumFile)
-		if err != nil {
-			return fmt.Errorf("payload: the root image records no SHA-256 for it: %w", err)
-		}
-		device := strings.TrimSpace(string(dev))
-		if err := checkSHA256(ctx, device, strings.TrimSpace(string(want))); err != nil {
-			return err
-		}
-		return m.Mount(device, payload.MountPoint, "squashfs", unix.MS_RDONLY|unix.MS_NODEV, "")
-	}}
+func newPayloadSource(scanner inventory.Scanner, log *slog.Logger) *payloadSource {
+	return &payloadSource{log: log, done: make(chan struct{}),
+		finder: bootmedium.Finder{Disks: scanner.Scan, Opener: inventory.OSOpener{}, Mounter: sys.Mounter{},
+			AttachLoop: sys.AttachLoop, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
 }
 
-// checkSHA256 reads the whole file (or device) and compares its SHA-256 with want.
-func checkSHA256(ctx context.Context, file, want string) error {
-	f, err := os.Open(file)
+// early starts the search once the kernel modules are loaded (the CD and USB drivers, isofs); log is
+// machined's log, which `cairnctl logs machined` shows.
+func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger) {
+	p.once.Do(func() {
+		p.log, p.finder.Log = log, log
+		go func() {
+			defer close(p.done)
+			<-modules
+			p.mu.Lock()
+			if !p.hurry {
+				tid, err := sys.BackgroundThread()
+				if err != nil {
+					p.log.Warn("payload: lower the search's priority", "error", err)
+				}
+				p.tid = tid
+			}
+			p.mu.Unlock()
+			p.err = p.mount(context.Background())
+			switch {
+			case errors.Is(p.err, bootmedium.ErrNoPayload):
+				p.log.Info("payload", "note", p.err)
+			case p.err != nil:
+				p.log.Error("payload", "error", p.err)
+			}
+			p.mu.Lock()
+			p.tid = 0
+			p.mu.Unlock()
+		}()
+	})
+}
+
+func (p *payloadSource) mount(ctx context.Context) error {
+	want, err := bootmedium.ReadSum(payload.SumFile)
 	if err != nil {
-		return fmt.Errorf("payload: %w", err)
+		return err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
-		return fmt.Errorf("payload: read %s: %w", file, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("payload: %s has SHA-256 %s but the root image says %s: not mounting it", file, got, want)
-	}
-	return nil
+	return p.finder.Mount(ctx, want, payload.MountPoint)
 }
 
-// ctxReader stops a long read when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
+// Payload is the workload's view: its Mount takes the early search's result, or searches again when
+// that search failed (a medium may have appeared since) or never started.
+func (p *payloadSource) Payload() workload.Payload {
+	return workload.Payload{Dir: payload.MountPoint, Mount: func(ctx context.Context) error {
+		started := true
+		p.once.Do(func() { started = false; close(p.done) })
+		if !started {
+			return p.mount(ctx)
+		}
+		p.mu.Lock()
+		p.hurry = true
+		if p.tid != 0 {
+			if err := sys.Hurry(p.tid); err != nil {
+				p.log.Warn("payload: raise the search's priority", "error", err)
+			}
+			p.tid = 0
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if p.err != nil {
+			return p.mount(ctx)
+		}
+		return nil
+	}}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
@@ -84,6 +85,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	addresses := func() []net.IP { return et.addresses() }
 	// A bond or a VLAN needs its driver, and there is no modprobe for the kernel to ask.
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
+	pay := newPayloadSource(inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, log)
 	plat := platform{
 		netState: cfgr,
 		clock:    &clock{log: log},
@@ -91,7 +93,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 			return applyNetworkConfig(cfgr, p.IP, ipOff, &c.Machine.Network, log)
 		},
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
-		payload:      nodePayload(sys.Mounter{}),
+		payload:      pay.Payload(),
 		bind:         sys.Bind,
 		modulesReady: mods.all,
 		disksReady:   mods.waitDisks,
@@ -100,8 +102,9 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		hosts:        et.setExtra,
 		// handle runs once the node has read its lock: the API answers, and the rest of the modules can
 		// load behind it.
-		handle: func(n *node.Node) {
+		handle: func(n *node.Node, log *slog.Logger) {
 			mods.background()
+			pay.early(mods.all, log)
 			handleSignals(n, log)
 		},
 	}

@@ -62,8 +62,9 @@ type platform struct {
 	// host's resolver files there).
 	beforeBoot func()
 	// handle runs once the node has read its lock and turns signals into node operations (PID 1; it
-	// also loads the rest of the kernel modules then); nil: signals end the process (sandbox).
-	handle func(n *node.Node)
+	// also loads the rest of the kernel modules and starts looking for the payload then); log is machined's
+	// log, ring included. nil: signals end the process (sandbox).
+	handle func(n *node.Node, log *slog.Logger)
 	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
 	exit func()
 	// payload is where containerd, runc, the CNI plugins and the images are.
@@ -207,7 +208,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		banner(os.Stdout, st, listenPort(o.listen, client.MachinePort), creds.Fingerprint(), token, generated)
 	}
 	if plat.handle != nil {
-		go plat.handle(n)
+		go plat.handle(n, log)
 	}
 	select {
 	case <-ctx.Done():

@@ -11,8 +11,17 @@
 // The layers are already unpacked, so a node never imports or decompresses an image at boot: machined
 // registers each image with containerd and points its snapshots at these directories.
 //
-// The boot part records the payload's SHA-256 (SumFile in the root image); machined checks the payload
-// against it before mounting it.
+// The payload travels beside the boot part, never inside it, so the kernel unpacks only what the first
+// seconds need (see Medium). The boot part records the payload's SHA-256 and size (SumFile in the root
+// image); machined checks the payload against it before mounting it.
+//
+// Medium: where a node finds its payload, in the order machined looks.
+//
+//   - the raw disk: a GPT partition named PartitionLabel(slot) holding the squashfs from its first byte
+//     (slot A; slot B is the upgrade's);
+//   - vmlinux mode: a whole disk holding the squashfs (QEMU: payload.squashfs attached read-only);
+//   - the ISO: the file ISOFile on the ISO 9660 filesystem labelled CAIRN (a CD, or the ISO written to a
+//     USB stick).
 package payload
 
 import (
@@ -20,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -33,13 +43,48 @@ const (
 	LayersDir = "images/layers"
 )
 
-// On a node: where the root image says what the payload's SHA-256 must be, where the initramfs leaves
-// the payload image, and where machined mounts it.
+// On a node: where the root image says what the payload must hash to, where the ISO carries the payload
+// image, and where machined mounts it.
 const (
 	SumFile    = "/usr/share/cairn/payload.sha256"
-	ImageFile  = "/payload.squashfs"
+	ISOFile    = "payload.squashfs"
 	MountPoint = "/usr/lib/cairn/payload"
 )
+
+// Slots of the raw disk's payload partitions: the image ships in A; B receives an upgrade.
+const (
+	SlotA = "A"
+	SlotB = "B"
+)
+
+// PartitionLabel is the GPT partition name of a slot's payload.
+func PartitionLabel(slot string) string { return "CAIRN-PAYLOAD-" + slot }
+
+// Sum is what the payload image must be: its SHA-256 and its length in bytes. The length says how much of
+// a partition (which is larger than the image) the hash covers.
+type Sum struct {
+	SHA256 string // 64 hex digits
+	Size   int64
+}
+
+// String is SumFile's content: "HEX SIZE".
+func (s Sum) String() string { return fmt.Sprintf("%s %d", s.SHA256, s.Size) }
+
+// ParseSum reads SumFile's content.
+func ParseSum(text string) (Sum, error) {
+	f := strings.Fields(text)
+	if len(f) != 2 {
+		return Sum{}, fmt.Errorf("payload sum %q: want \"SHA256 SIZE\"", strings.TrimSpace(text))
+	}
+	if _, err := Hex("sha256:" + f[0]); err != nil {
+		return Sum{}, fmt.Errorf("payload sum: %w", err)
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || n <= 0 {
+		return Sum{}, fmt.Errorf("payload sum: size %q is not a positive number of bytes", f[1])
+	}
+	return Sum{SHA256: f[0], Size: n}, nil
+}
 
 // Index lists the payload's images.
 type Index struct {

@@ -19,7 +19,7 @@
 # emulated boot: run it on an idle machine, and compare Cairn with the floor of the same run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for f in vmlinux initramfs.cpio.zst; do
+for f in vmlinux initramfs.cpio.zst payload.squashfs; do
 	if [[ ! -e "${CAIRN_IMAGE_DIR:-_out}/$f" ]]; then
 		echo "bench: ${CAIRN_IMAGE_DIR:-_out}/$f is missing: build the image with 'make image'" >&2
 		exit 1

@@ -92,6 +92,10 @@ func TestVmlinux(t *testing.T) {
 		}
 	})
 
+	t.Run("payload found on its disk", func(t *testing.T) {
+		waitPayloadFound(t, maint(t), "a disk holding a squashfs image")
+	})
+
 	t.Run("reboot in Boot", func(t *testing.T) {
 		off := consoleSize(t, n)
 		out := mustCtl(t, time.Minute, append(maint(t)(), "reboot")...)
@@ -237,6 +241,8 @@ func TestISO(t *testing.T) {
 		t.Fatalf("cairn-etcd disk path = %q, want /dev/vdX", etcdDisk)
 	}
 
+	waitPayloadFound(t, maint, "(the ISO 9660 medium CAIRN)")
+
 	r := ctl(t, time.Minute, append(maint(), "plan", "--config", c.nodeConfig(0))...)
 	t.Logf("plan:\n%s", r)
 	if r.err == nil {
@@ -287,6 +293,34 @@ func TestRaw(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no disk with serial boot in %+v", d.Disks)
+	}
+	waitPayloadFound(t, maint, "(partition CAIRN-PAYLOAD-A)")
+}
+
+// waitPayloadFound waits for machined to say it found, checked and mounted the payload on the boot
+// medium (it does so in maintenance, before any Init): the line names where, which must contain on.
+// A search that failed is reported with its reason at once.
+func waitPayloadFound(t *testing.T, maint func() []string, on string) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		r := ctlQuiet(time.Minute, append(maint(), "logs", "machined")...)
+		for _, l := range strings.Split(r.stdout, "\n") {
+			switch {
+			case strings.Contains(l, "payload found"):
+				if !strings.Contains(l, on) {
+					t.Fatalf("machined found the payload elsewhere than %q:\n%s", on, l)
+				}
+				t.Logf("%s", l)
+				return
+			case strings.Contains(l, "msg=payload") && strings.Contains(l, "error="):
+				t.Fatalf("machined did not find the payload:\n%s", l)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 'payload found' in machined's log after 4 minutes; last error %v; log tail:\n%s", r.err, tailString(r.stdout, 2000))
+		}
+		time.Sleep(5 * time.Second)
 	}
 }
 

@@ -43,7 +43,7 @@ func run(m *testing.M) int {
 		imageDir = filepath.Join(repoRoot, "_out")
 	}
 	var missing []string
-	for _, f := range []string{"vmlinux", "initramfs.cpio.zst", "cairn.iso", "cairn.raw"} {
+	for _, f := range []string{"vmlinux", "initramfs.cpio.zst", "payload.squashfs", "cairn.iso", "cairn.raw"} {
 		if _, err := os.Stat(filepath.Join(imageDir, f)); err != nil {
 			missing = append(missing, filepath.Join(imageDir, f))
 		}

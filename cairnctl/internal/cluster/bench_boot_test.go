@@ -41,9 +41,9 @@ const bootPoll = 50 * time.Millisecond
 
 // bootVM is the boot row's VM config; only the kernel arguments and the initramfs differ between the
 // floor and Cairn.
-func bootVM(t *testing.T, name, kernel, initramfs string, l Layout, cmdline []string) qemu.Config {
+func bootVM(t *testing.T, name string, img Artifacts, l Layout, cmdline []string) qemu.Config {
 	return qemu.Config{Name: name, Dir: t.TempDir(), Memory: bootMemory, CPUs: bootCPUs, Mode: qemu.ModeVmlinux, Machine: qemu.MachineQ35,
-		Kernel: kernel, Initramfs: initramfs, Cmdline: cmdline,
+		Kernel: img.Kernel, Initramfs: img.Initramfs, Payload: img.Payload, Cmdline: cmdline,
 		L2:    &qemu.L2{Group: l.Group, MAC: l.Nodes[0].MAC, Address: l.Nodes[0].Prefix()},
 		Disks: []qemu.Disk{{Serial: SerialState, Size: 1 << 30}, {Serial: SerialEphemeral, Size: 8 << 30}, {Serial: SerialEtcd, Size: 2 << 30}}}
 }
@@ -266,7 +266,7 @@ func TestBootTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := RandomToken()
-	c := bootVM(t, "cairn", img.Kernel, img.Initramfs, l, append([]string{"cairn.token=" + token}, strings.Fields(os.Getenv("CAIRN_BENCH_CMDLINE"))...))
+	c := bootVM(t, "cairn", img, l, append([]string{"cairn.token=" + token}, strings.Fields(os.Getenv("CAIRN_BENCH_CMDLINE"))...))
 	c.KernelLog = os.Getenv("CAIRN_BENCH_KERNEL_LOG") == "1"
 	if os.Getenv("CAIRN_BENCH_MICROVM") == "1" { // cluster create's VM instead of the boot row's
 		c.Machine, c.CPUs = qemu.MachineMicrovm, 2

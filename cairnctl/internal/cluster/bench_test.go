@@ -105,13 +105,13 @@ func bootRow(t *testing.T, f *figures, repo string, img Artifacts) {
 	runs := benchRuns()
 	var floor []bootResult
 	for i := 0; i < runs; i++ {
-		fc := bootVM(t, fmt.Sprintf("floor%d", i), filepath.Join(floorDir, "vmlinux"), filepath.Join(floorDir, "initramfs.cpio.zst"), l, nil)
+		fc := bootVM(t, fmt.Sprintf("floor%d", i), Artifacts{Kernel: filepath.Join(floorDir, "vmlinux"), Initramfs: filepath.Join(floorDir, "initramfs.cpio.zst")}, l, nil)
 		r := bootFloor(t, fc)
 		floor = append(floor, r)
 		fmt.Printf("  boot %d/%d floor: network %.2fs, first answer %.2fs\n", i+1, runs, r.network.Seconds(), r.answer.Seconds())
 		for _, b := range builds {
 			token := RandomToken()
-			cc := bootVM(t, fmt.Sprintf("cairn%d", i), b.img.Kernel, b.img.Initramfs, l, []string{"cairn.token=" + token})
+			cc := bootVM(t, fmt.Sprintf("cairn%d", i), b.img, l, []string{"cairn.token=" + token})
 			r = bootCairn(t, cc, token)
 			b.runs = append(b.runs, r)
 			fmt.Printf("  boot %d/%d %s: network %.2fs, first Status %.2fs\n", i+1, runs, b.name, r.network.Seconds(), r.answer.Seconds())

@@ -48,7 +48,7 @@ func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
 		Cmdline: append([]string{"cairn.token=" + s.Token}, s.Cmdline...),
 		Ports:   []int{KubePort, JoinPort},
 		Disks:   s.Disks,
-		Kernel:  s.Image.Kernel, Initramfs: s.Image.Initramfs, ISO: s.Image.ISO, Raw: s.Image.Raw,
+		Kernel:  s.Image.Kernel, Initramfs: s.Image.Initramfs, Payload: s.Image.Payload, ISO: s.Image.ISO, Raw: s.Image.Raw,
 	}
 	if s.Group != "" {
 		c.L2 = &qemu.L2{Group: s.Group, MAC: s.Node.MAC, Address: s.Node.Prefix()}

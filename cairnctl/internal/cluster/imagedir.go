@@ -31,9 +31,10 @@ func DefaultImageDir(executable string) string {
 	return "_out"
 }
 
-// Artifacts are the image files a boot mode needs, by their qemu.Config field.
+// Artifacts are the image files a boot mode needs, by their qemu.Config field. Payload is the vmlinux
+// mode's payload disk, "" when the image was built without Kubernetes.
 type Artifacts struct {
-	Kernel, Initramfs, ISO, Raw string
+	Kernel, Initramfs, Payload, ISO, Raw string
 }
 
 // FindArtifacts checks that dir holds what mode boots from and returns absolute paths, or an error that
@@ -57,6 +58,9 @@ func FindArtifacts(dir string, mode qemu.Mode) (Artifacts, error) {
 		need = []string{a.Raw}
 	default:
 		return Artifacts{}, fmt.Errorf("unknown boot mode %q (vmlinux, iso or raw)", mode)
+	}
+	if p := filepath.Join(abs, "payload.squashfs"); mode == qemu.ModeVmlinux && exists(p) {
+		a.Payload = p
 	}
 	var missing []string
 	for _, p := range need {

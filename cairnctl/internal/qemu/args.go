@@ -116,6 +116,10 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 		a = append(a, "-netdev", "socket,id=l2,mcast="+c.L2.Group+",localaddr=127.0.0.1",
 			"-device", "virtio-net-"+virtioSuffix+",netdev=l2,mac="+c.L2.MAC+romOff(virtioSuffix))
 	}
+	if c.Mode == ModeVmlinux && c.Payload != "" {
+		a = append(a, "-drive", "file="+c.Payload+",if=none,id=payload,format=raw,readonly=on",
+			"-device", "virtio-blk-"+virtioSuffix+",drive=payload,serial=cairn-payload")
+	}
 	for i, d := range c.Disks {
 		id := "disk" + strconv.Itoa(i)
 		a = append(a, "-drive", "file="+DiskPath(c.Dir, d)+",if=none,id="+id+",format=raw,cache=unsafe",

@@ -20,7 +20,7 @@ var testPorts = map[int]int{APIPort: 40000, ProbePort: 40001, 6443: 40002}
 func TestArgsGolden(t *testing.T) {
 	base := Config{
 		Name: "cp1", Dir: "/work/vm/cp1",
-		Kernel: "/out/vmlinux", Initramfs: "/out/initramfs.cpio.zst", ISO: "/out/cairn.iso", Raw: "/out/cairn.raw",
+		Kernel: "/out/vmlinux", Initramfs: "/out/initramfs.cpio.zst", Payload: "/out/payload.squashfs", ISO: "/out/cairn.iso", Raw: "/out/cairn.raw",
 		Cmdline: []string{"cairn.token=abc"},
 		Disks:   []Disk{{Serial: "state", Size: 1 << 30}, {Serial: "ephemeral", Size: 8 << 30}},
 	}

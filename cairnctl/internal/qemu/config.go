@@ -87,7 +87,9 @@ type Config struct {
 	L2        *L2
 
 	// Artifacts (absolute paths): Kernel and Initramfs for ModeVmlinux, ISO or Raw for the others.
-	Kernel, Initramfs, ISO, Raw string
+	// Payload (vmlinux mode, optional) is attached as a read-only disk: the ISO and the raw disk carry
+	// the payload themselves (api/payload's Medium).
+	Kernel, Initramfs, Payload, ISO, Raw string
 	// BootDiskSize is the virtual size of the raw mode's copy-on-write boot disk; 0 keeps cairn.raw's.
 	BootDiskSize int64
 

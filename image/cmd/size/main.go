@@ -75,7 +75,7 @@ func measure(out string) ([]row, error) {
 		rows = append(rows, row{Piece: "cairn.raw.zst (download)", Compressed: n, Note: "the raw disk, zstd -19"})
 	}
 	file("  kernel", "vmlinuz", "Debian's, as shipped")
-	file("  boot part", "boot.cpio.zst", "init, machined, modules, disk tools (zstd)")
+	file("  boot part", "initramfs.cpio.zst", "init, machined, modules, disk tools (zstd)")
 	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (xz)")
 	pieces, err := payloadPieces(out)
 	if err != nil {

@@ -12,13 +12,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/cairn-os/cairn/api/payload"
 )
 
 // ISOConfig are the inputs of ISO.
 type ISOConfig struct {
 	Kernel, Initramfs, Cmdline string
-	Out, Work                  string
-	Epoch                      int64
+	// Payload is the payload image, carried as api/payload.ISOFile at the ISO's root; "" for none.
+	Payload   string
+	Out, Work string
+	Epoch     int64
 }
 
 // grubCfg boots at once (timeout 0) and uses the serial line as well as the screen, so the same ISO
@@ -54,6 +58,9 @@ func ISO(ctx context.Context, c ISOConfig) error {
 		return err
 	}
 	files := map[string]string{"boot/vmlinuz": c.Kernel, "boot/initramfs.cpio.zst": c.Initramfs}
+	if c.Payload != "" {
+		files[payload.ISOFile] = c.Payload
+	}
 	for dst, src := range files {
 		if err := copyFile(filepath.Join(root, dst), src); err != nil {
 			return err

@@ -11,14 +11,18 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/cairn-os/cairn/api/payload"
 )
 
 // RawConfig are the inputs of Raw.
 type RawConfig struct {
 	Kernel, Initramfs, Cmdline, Version string
-	Out, Work                           string
-	Epoch                               int64
-	Size                                int64 // whole disk, bytes
+	// Payload is the payload image, written to slot A's partition; "" for none.
+	Payload   string
+	Out, Work string
+	Epoch     int64
+	Size      int64 // whole disk, bytes
 }
 
 const (
@@ -27,6 +31,10 @@ const (
 	// tool does.
 	espStart = 1 * mib
 )
+
+// SlotSize is each payload slot's partition: fixed, so an upgrade's payload fits the layout the disk
+// was installed with (the payload is 78 MiB today).
+const SlotSize = 512 * mib
 
 // BootPartitionName is the GPT name of the ESP; machined recognises the disk it booted from by it and
 // never offers that disk for a volume. The ISO's volume ID, "CAIRN", plays the same part.
@@ -41,8 +49,10 @@ func ESPSize(uki int64) int64 {
 }
 
 // Raw builds a sparse GPT disk: partition 1 is the ESP holding the UKI as \EFI\BOOT\BOOTX64.EFI (the
-// removable-media path every UEFI firmware boots without NVRAM entries); the rest is left free for
-// machined to create STATE and EPHEMERAL on first boot.
+// removable-media path every UEFI firmware boots without NVRAM entries); partitions 2 and 3 are the
+// payload slots A and B (api/payload.PartitionLabel), A holding the payload image from its first byte
+// and B empty until an upgrade writes it. Cairn's volumes go on other disks: machined never offers
+// the boot disk for one.
 func Raw(ctx context.Context, c RawConfig) error {
 	if err := os.RemoveAll(c.Work); err != nil {
 		return err
@@ -85,16 +95,43 @@ func Raw(ctx context.Context, c RawConfig) error {
 		return err
 	}
 	seed := fmt.Sprintf("cairn %s %d", c.Version, c.Epoch)
-	cmd := exec.CommandContext(ctx, "sgdisk", "--clear",
-		"--disk-guid="+guid(seed+" disk"),
+	sgdisk := []string{"--clear",
+		"--disk-guid=" + guid(seed+" disk"),
 		fmt.Sprintf("--new=1:%d:%d", espStart/512, (espStart+espSize)/512-1),
-		"--typecode=1:ef00", "--change-name=1:"+BootPartitionName,
-		"--partition-guid=1:"+guid(seed+" esp"),
-		c.Out)
+		"--typecode=1:ef00", "--change-name=1:" + BootPartitionName,
+		"--partition-guid=1:" + guid(seed+" esp"),
+	}
+	slotStart := espStart + espSize
+	if c.Payload != "" {
+		pi, err := os.Stat(c.Payload)
+		if err != nil {
+			return err
+		}
+		if pi.Size() > SlotSize {
+			return fmt.Errorf("payload %s is %d bytes, more than a slot's %d", c.Payload, pi.Size(), int64(SlotSize))
+		}
+		if slotStart+2*SlotSize+mib > c.Size {
+			return fmt.Errorf("disk size %d is too small for the ESP and two %d-byte payload slots", c.Size, int64(SlotSize))
+		}
+		for i, slot := range []string{payload.SlotA, payload.SlotB} {
+			n, start := i+2, slotStart+int64(i)*SlotSize
+			sgdisk = append(sgdisk,
+				fmt.Sprintf("--new=%d:%d:%d", n, start/512, (start+SlotSize)/512-1),
+				fmt.Sprintf("--typecode=%d:8300", n), fmt.Sprintf("--change-name=%d:%s", n, payload.PartitionLabel(slot)),
+				fmt.Sprintf("--partition-guid=%d:%s", n, guid(seed+" payload "+slot)))
+		}
+	}
+	cmd := exec.CommandContext(ctx, "sgdisk", append(sgdisk, c.Out)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("sgdisk %s: %w: %s", c.Out, err, out)
 	}
-	return copySparse(c.Out, esp, espStart)
+	if err := copySparse(c.Out, esp, espStart); err != nil {
+		return err
+	}
+	if c.Payload != "" {
+		return copySparse(c.Out, c.Payload, slotStart)
+	}
+	return nil
 }
 
 // makeESP formats a FAT32 image with mtools (no root, no loop device) and copies the UKI in. The

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	apipayload "github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/image/internal/boot"
 	"github.com/cairn-os/cairn/image/internal/initramfs"
 	"github.com/cairn-os/cairn/image/internal/kernel"
@@ -46,12 +47,11 @@ const (
 	// Payload is the Kubernetes payload's tree and PayloadImage its packed image (api/payload).
 	Payload      = "payload"
 	PayloadImage = "payload.squashfs"
-	// BootInitramfs is the boot part alone; Initramfs is what boots: the boot part with the payload
-	// image appended as a second, uncompressed cpio archive (the kernel unpacks one after the other).
-	BootInitramfs = "boot.cpio.zst"
-	Initramfs     = "initramfs.cpio.zst"
-	ISOName       = "cairn.iso"
-	RawName       = "cairn.raw"
+	// Initramfs is the boot part: init and the root image. The payload is not in it: it travels on the
+	// boot medium (api/payload's Medium), so the kernel unpacks only what the first seconds need.
+	Initramfs = "initramfs.cpio.zst"
+	ISOName   = "cairn.iso"
+	RawName   = "cairn.raw"
 )
 
 type builder struct {
@@ -60,7 +60,7 @@ type builder struct {
 	ix         *kmod.Index
 	initMods   []string
 	rootMods   []string
-	payloadSum string // "" without a bundle
+	payloadSum string // what the root image records (api/payload.Sum); "" without a bundle
 }
 
 // Run builds every artifact and prints their sizes.
@@ -99,7 +99,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, BootInitramfs, Initramfs, ISOName, RawName} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, ISOName, RawName} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -257,17 +257,7 @@ func (b *builder) initramfs(context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := initramfs.Write(b.out(BootInitramfs), t, b.Epoch); err != nil {
-		return err
-	}
-	if err := touch(b.out(BootInitramfs), b.Epoch); err != nil {
-		return err
-	}
-	var payloads []string
-	if b.payloadSum != "" {
-		payloads = append(payloads, b.out(PayloadImage))
-	}
-	if err := initramfs.Append(b.out(Initramfs), b.out(BootInitramfs), payloads, b.Epoch); err != nil {
+	if err := initramfs.Write(b.out(Initramfs), t, b.Epoch); err != nil {
 		return err
 	}
 	return touch(b.out(Initramfs), b.Epoch)
@@ -292,20 +282,32 @@ func (b *builder) payload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.payloadSum = sum
+	fi, err := os.Stat(b.out(PayloadImage))
+	if err != nil {
+		return err
+	}
+	b.payloadSum = apipayload.Sum{SHA256: sum, Size: fi.Size()}.String()
 	return nil
+}
+
+// payloadImage is the payload image the boot media carry, "" for an image without Kubernetes.
+func (b *builder) payloadImage() string {
+	if b.payloadSum == "" {
+		return ""
+	}
+	return b.out(PayloadImage)
 }
 
 func (b *builder) iso(ctx context.Context) error {
 	return boot.ISO(ctx, boot.ISOConfig{
-		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Cmdline: b.Cmdline,
+		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Payload: b.payloadImage(), Cmdline: b.Cmdline,
 		Out: b.out(ISOName), Work: b.out(".iso-work"), Epoch: b.Epoch,
 	})
 }
 
 func (b *builder) raw(ctx context.Context) error {
 	return boot.Raw(ctx, boot.RawConfig{
-		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Cmdline: b.Cmdline, Version: b.Version,
+		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Payload: b.payloadImage(), Cmdline: b.Cmdline, Version: b.Version,
 		Out: b.out(RawName), Work: b.out(".raw-work"), Epoch: b.Epoch, Size: b.RawSize,
 	})
 }

@@ -11,6 +11,8 @@ var RootfsModules = []string{
 	// NICs and disks: virtio on QEMU (PCI on q35, MMIO on microvm), common real hardware.
 	"virtio_pci", "virtio_mmio", "virtio_net", "virtio_blk", "virtio_scsi", "virtio_rng", "virtio_console",
 	"e1000", "e1000e", "ahci", "nvme", "sd_mod",
+	// The boot medium, where the payload is: a CD (sr_mod, isofs) or the ISO written to a USB stick.
+	"sr_mod", "isofs", "usb_storage", "uas", "xhci_pci", "ehci_pci",
 	// Filesystems for STATE, EPHEMERAL, ETCD, the ESP, efivars, container layers, and the root itself.
 	"xfs", "ext4", "vfat", "nls_cp437", "nls_iso8859_1", "efivarfs", "overlay", "squashfs", "loop",
 	// libcrc32c asks the crypto API for crc32c at run time; there is no modprobe to answer, so ship

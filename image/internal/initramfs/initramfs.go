@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/u-root/u-root/pkg/cpio"
@@ -103,51 +102,6 @@ func Write(path string, t *tree.Tree, mtime int64) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// Append writes out as the archive at first followed by an uncompressed newc cpio archive holding each
-// of files at the root under its base name. The kernel unpacks concatenated archives one after the
-// other, each compressed or not, skipping the zero padding between them; already-compressed files (a
-// squashfs image) gain nothing from a second compression and would cost its decompression at boot.
-func Append(out, first string, files []string, mtime int64) error {
-	head, err := os.ReadFile(first)
-	if err != nil {
-		return err
-	}
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if _, err := bw.Write(head); err != nil {
-		f.Close()
-		return err
-	}
-	if len(files) > 0 {
-		// The next archive starts on a 512-byte boundary: the kernel skips zeros only in whole words.
-		if pad := (512 - len(head)%512) % 512; pad > 0 {
-			if _, err := bw.Write(make([]byte, pad)); err != nil {
-				f.Close()
-				return err
-			}
-		}
-		t := tree.New()
-		for _, file := range files {
-			if err := t.Copy("/"+filepath.Base(file), file, 0o644); err != nil {
-				f.Close()
-				return err
-			}
-		}
-		if err := WriteCPIO(bw, t, mtime); err != nil {
-			f.Close()
-			return fmt.Errorf("write %s: %w", out, err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", out, err)
-	}
-	return f.Close()
 }
 
 // List renders an uncompressed cpio archive as one line per entry: mode, uid/gid, size, mtime, name

@@ -36,7 +36,7 @@ var Disks = []string{"virtio_blk", "virtio_scsi", "ahci", "nvme"}
 
 // DiskTypes bind the disks found behind SCSI-like controllers (SATA through ahci, virtio-scsi): their
 // aliases match those disks, so they are matched after Disks are loaded.
-var DiskTypes = []string{"sd_mod"}
+var DiskTypes = []string{"sd_mod", "sr_mod"}
 
 // Filesystems mount Cairn's volumes. Deciding that a node is fresh needs none of them (disk signatures
 // are read by machined itself), so they load after that, or before the first mount when STATE is found.

@@ -1,0 +1,259 @@
+// Package bootmedium finds the Kubernetes payload on the medium the node booted from, checks it against
+// the SHA-256 and size the root image records, and mounts it read-only.
+//
+// The payload travels beside the boot part rather than inside the initramfs, so the kernel unpacks only
+// what the first seconds need (api/payload's Medium lists where it can be). Nothing here writes to a
+// disk: a medium is opened read-only and mounted read-only.
+//
+// The check is a whole-image SHA-256, read once before the mount. It guards against the wrong or a
+// damaged medium (another version's payload, a truncated copy); it does not guard against a medium
+// rewritten after the check, which only a per-block check at read time (dm-verity) would.
+package bootmedium
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/disk/probe"
+)
+
+// isoLabel is the volume ID of Cairn's ISO (image/internal/boot).
+const isoLabel = "CAIRN"
+
+// Mounter mounts and unmounts (sys.Mounter).
+type Mounter interface {
+	Mount(source, target, fstype string, flags uintptr, data string) error
+	Unmount(target string, detach bool) error
+}
+
+// Finder looks for the payload on the node's disks.
+type Finder struct {
+	// Disks lists the node's block devices (inventory.Scanner.Scan).
+	Disks func(context.Context) ([]inventory.Disk, error)
+	// Opener opens a device or a file read-only, to check it.
+	Opener  inventory.Opener
+	Mounter Mounter
+	// AttachLoop binds a file to a loop device, read-only: the ISO carries the payload as a file.
+	AttachLoop func(file string) (device string, err error)
+	// MediumDir is where an ISO medium is mounted (and stays mounted while the payload is in use).
+	MediumDir string
+	// Wait is how long a search that finds nothing is repeated: a USB stick appears seconds after its
+	// driver loads. Zero searches once.
+	Wait time.Duration
+	Log  *slog.Logger
+}
+
+// errNotFound marks a search that found no matching payload.
+var errNotFound = errors.New("payload not found")
+
+// retryEvery is the pause between two searches.
+const retryEvery = 2 * time.Second
+
+// candidate is one place the payload may be.
+type candidate struct {
+	path string // the block device
+	slot string // the GPT partition name of a payload slot
+	what string // what it is, for errors and logs
+	iso  bool   // an ISO 9660 filesystem carrying payload.ISOFile; otherwise the image starts at byte 0
+}
+
+// candidates lists, in the order they are tried, every place on disks that may hold the payload: the
+// raw disk's slot partitions, whole disks holding a squashfs image, and Cairn's ISO. Loop devices are
+// skipped: they are the node's own (the root image; the payload once attached).
+func candidates(disks []inventory.Disk) []candidate {
+	var slots, whole, isos []candidate
+	for _, d := range disks {
+		if strings.HasPrefix(d.Name, "loop") {
+			continue
+		}
+		for _, p := range d.Partitions {
+			if strings.HasPrefix(p.Label, payload.PartitionLabel("")) && p.Path != "" {
+				slots = append(slots, candidate{path: p.Path, slot: p.Label, what: fmt.Sprintf("%s (partition %s)", p.Path, p.Label)})
+			}
+		}
+		for _, s := range d.Signatures {
+			switch {
+			case s.Type == probe.TypeSquashfs:
+				whole = append(whole, candidate{path: d.Path, what: d.Path + " (a disk holding a squashfs image)"})
+			case s.Type == probe.TypeISO9660 && s.Label == isoLabel:
+				isos = append(isos, candidate{path: d.Path, what: d.Path + " (the ISO 9660 medium " + isoLabel + ")", iso: true})
+			}
+		}
+	}
+	// Slot A first: it is what the image ships in.
+	notA := func(c candidate) int {
+		if c.slot == payload.PartitionLabel(payload.SlotA) {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(slots, func(a, b candidate) int { return cmp.Compare(notA(a), notA(b)) })
+	return append(append(slots, whole...), isos...)
+}
+
+// Mount finds the payload that matches want and mounts it read-only on target. The error of a search
+// that found nothing names every place tried and why each was not it.
+func (f Finder) Mount(ctx context.Context, want payload.Sum, target string) error {
+	deadline := time.Now().Add(f.Wait)
+	for logged := false; ; logged = true {
+		err := f.search(ctx, want, target)
+		if !errors.Is(err, errNotFound) || !time.Now().Before(deadline) {
+			return err
+		}
+		if !logged {
+			f.Log.Info("payload: waiting for the boot medium", "error", err, "up to", time.Until(deadline).Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryEvery):
+		}
+	}
+}
+
+// search looks once.
+func (f Finder) search(ctx context.Context, want payload.Sum, target string) error {
+	disks, err := f.Disks(ctx)
+	if err != nil {
+		return fmt.Errorf("payload: list the disks: %w", err)
+	}
+	cands := candidates(disks)
+	if len(cands) == 0 {
+		return fmt.Errorf("%w: no boot medium carries one among %d disks: looked for a partition named %s, a disk holding a squashfs image, and an ISO 9660 medium labelled %s (vmlinux boots: attach payload.squashfs as a read-only disk)",
+			errNotFound, len(disks), payload.PartitionLabel(payload.SlotA), isoLabel)
+	}
+	var tried []string
+	for _, c := range cands {
+		start := time.Now()
+		ok, why, err := f.try(ctx, c, want, target)
+		if err != nil {
+			return err
+		}
+		if ok {
+			f.Log.Info("payload found", "on", c.what, "sha256", want.SHA256, "checked in", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		tried = append(tried, c.what+": "+why)
+	}
+	return fmt.Errorf("%w: no boot medium holds the payload this root image was built with (SHA-256 %s, %d bytes); tried %s",
+		errNotFound, want.SHA256, want.Size, strings.Join(tried, "; "))
+}
+
+// try checks one candidate and mounts it when it matches. why says why a candidate is not the payload;
+// err is for what stops the search (the context, or a matching payload that does not mount).
+func (f Finder) try(ctx context.Context, c candidate, want payload.Sum, target string) (ok bool, why string, err error) {
+	dev := c.path
+	if c.iso {
+		file, why, err := f.openISO(c.path)
+		if err != nil || why != "" {
+			return false, why, err
+		}
+		if why, err := f.check(ctx, file, want); err != nil || why != "" {
+			_ = f.Mounter.Unmount(f.MediumDir, false)
+			return false, why, err
+		}
+		if dev, err = f.AttachLoop(file); err != nil {
+			_ = f.Mounter.Unmount(f.MediumDir, false)
+			return false, "", fmt.Errorf("payload: attach %s to a loop device: %w", file, err)
+		}
+	} else if why, err := f.check(ctx, dev, want); err != nil || why != "" {
+		return false, why, err
+	}
+	if err := f.Mounter.Mount(dev, target, "squashfs", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
+		return false, "", fmt.Errorf("payload: mount %s on %s: %w", c.what, target, err)
+	}
+	return true, "", nil
+}
+
+// openISO mounts an ISO medium read-only on MediumDir and returns the payload file's path on it.
+func (f Finder) openISO(dev string) (file, why string, err error) {
+	if err := os.MkdirAll(f.MediumDir, 0o755); err != nil {
+		return "", "", fmt.Errorf("payload: %w", err)
+	}
+	if err := f.Mounter.Mount(dev, f.MediumDir, "iso9660", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+		return "", "cannot be mounted: " + err.Error(), nil
+	}
+	file = filepath.Join(f.MediumDir, payload.ISOFile)
+	if _, err := os.Stat(file); err != nil {
+		_ = f.Mounter.Unmount(f.MediumDir, false)
+		return "", "has no " + payload.ISOFile, nil
+	}
+	return file, "", nil
+}
+
+// check reads the squashfs superblock for a cheap size test first (a candidate of another size is
+// another payload: no need to hash it), then hashes want.Size bytes from the start.
+func (f Finder) check(ctx context.Context, path string, want payload.Sum) (why string, err error) {
+	r, err := f.Opener.Open(path)
+	if err != nil {
+		return "cannot be read: " + err.Error(), nil
+	}
+	defer r.Close()
+	sb := make([]byte, 48)
+	if _, err := r.ReadAt(sb, 0); err != nil {
+		return "cannot be read: " + err.Error(), nil
+	}
+	if string(sb[:4]) != "hsqs" {
+		return "holds no squashfs image", nil
+	}
+	// bytes_used (offset 40); mksquashfs pads the image to 4 KiB, and the recorded size is the padded one.
+	if n := int64(binary.LittleEndian.Uint64(sb[40:])+4095) &^ 4095; n != want.Size {
+		return fmt.Sprintf("holds a squashfs image of %d bytes, not %d", n, want.Size), nil
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, ctxReader{ctx, io.NewSectionReader(r, 0, want.Size)})
+	if cerr := ctx.Err(); cerr != nil {
+		return "", cerr
+	}
+	if err != nil || n != want.Size {
+		return fmt.Sprintf("cannot be read to its end (%d of %d bytes): %v", n, want.Size, err), nil
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want.SHA256 {
+		return "has SHA-256 " + got, nil
+	}
+	return "", nil
+}
+
+// ctxReader stops a long read when ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// ErrNoPayload is ReadSum's error for an image built without Kubernetes.
+var ErrNoPayload = errors.New("this image carries no Kubernetes payload")
+
+// ReadSum reads what the root image records for the payload (payload.SumFile).
+func ReadSum(file string) (payload.Sum, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return payload.Sum{}, fmt.Errorf("payload: %w (%s is missing): it runs the maintenance API only", ErrNoPayload, file)
+	}
+	if err != nil {
+		return payload.Sum{}, fmt.Errorf("payload: %w", err)
+	}
+	return payload.ParseSum(string(b))
+}
