@@ -77,11 +77,14 @@ func finder(t *testing.T, m *fakeMounter, scans ...[]inventory.Disk) Finder {
 			n++
 			return d, nil
 		},
-		Opener:     inventory.OSOpener{},
-		Mounter:    m,
-		AttachLoop: func(file string) (string, error) { m.calls = append(m.calls, "losetup "+file); return "/dev/loop1", nil },
-		MediumDir:  filepath.Join(t.TempDir(), "medium"),
-		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Opener:  inventory.OSOpener{},
+		Mounter: m,
+		AttachLoop: func(file string) (string, error) {
+			m.calls = append(m.calls, "losetup "+file)
+			return "/dev/loop1", nil
+		},
+		MediumDir: filepath.Join(t.TempDir(), "medium"),
+		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
