@@ -94,6 +94,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		},
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
 		payload:      pay.Payload(),
+		vipLink:      netcfg.VIPLink{},
 		bind:         sys.Bind,
 		modulesReady: mods.all,
 		disksReady:   mods.waitDisks,

@@ -34,6 +34,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 	"github.com/cairn-os/cairn/machined/internal/timesync"
+	"github.com/cairn-os/cairn/machined/internal/vip"
 	"github.com/cairn-os/cairn/machined/internal/volumes"
 	"github.com/cairn-os/cairn/machined/internal/workload"
 	"google.golang.org/grpc"
@@ -67,6 +68,8 @@ type platform struct {
 	handle func(n *node.Node, log *slog.Logger)
 	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
 	exit func()
+	// vipLink puts cluster.vip on the node (nil: sandbox mode takes no part in its election).
+	vipLink vip.Link
 	// payload is where containerd, runc, the CNI plugins and the images are.
 	payload workload.Payload
 	// modulesReady is closed once the kernel modules are loaded (nil: nothing to wait for).
@@ -115,6 +118,10 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		StateDir:   func() string { return n.StateDir() },
 		Bind:       plat.bind,
 		EtcdVolume: vols.CheckEtcdVolume,
+		VIPLink:    plat.vipLink,
+		VIPEvent: func(outcome, message string) {
+			bus.Publish(events.Event{Kind: events.KindVIP, Outcome: outcome, Message: message})
+		},
 		StartJoinService: func() error {
 			cert, err := n.IdentityChain()
 			if err != nil {

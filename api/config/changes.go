@@ -86,6 +86,7 @@ var effects = []struct {
 	{"cluster.name", Immutable, "in every certificate and kubeconfig of the cluster"},
 	{"cluster.id", Immutable, "in every Cairn disk label of the cluster"},
 	{"cluster.endpoint", Immutable, "in every kubeconfig and certificate of the cluster"},
+	{"cluster.vip", Immutable, "the endpoint's address, in every kubeconfig and certificate of the cluster"},
 	{"cluster.kubernetesVersion", Immutable, "changed by an upgrade, not a config"},
 	{"cluster.network", Immutable, "the pod and service ranges every node and Service was given"},
 	{"cluster.machineCA", Immutable, "the cluster's trust root"},

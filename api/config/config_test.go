@@ -129,6 +129,12 @@ func TestValidateFields(t *testing.T) {
 		path   string // "" means valid
 	}{
 		{"ok", func(*MachineConfig) {}, ""},
+		{"vip that is the endpoint's address", func(c *MachineConfig) {
+			c.Cluster.Endpoint, c.Cluster.VIP = "https://10.5.0.100:6443", "10.5.0.100"
+		}, ""},
+		{"vip behind a name", func(c *MachineConfig) {
+			c.Cluster.Endpoint, c.Cluster.VIP = "https://api.example.com:6443", "10.5.0.100"
+		}, ""},
 		{"tmpfs ephemeral", func(c *MachineConfig) { c.Machine.Disks.Ephemeral = DiskSpec{Tmpfs: true} }, ""},
 		{"controlplane without etcd disk", func(c *MachineConfig) { c.Machine.Disks.Etcd = nil }, "machine.disks.etcd"},
 		{"bad filesystem", func(c *MachineConfig) { c.Machine.Disks.State.Filesystem = "ntfs" }, "machine.disks.state.filesystem"},
@@ -138,6 +144,10 @@ func TestValidateFields(t *testing.T) {
 		}, "machine.disks.state.minSize"},
 		{"endpoint not a URL", func(c *MachineConfig) { c.Cluster.Endpoint = "not a url" }, "cluster.endpoint"},
 		{"endpoint http", func(c *MachineConfig) { c.Cluster.Endpoint = "http://h:6443" }, "cluster.endpoint"},
+		{"vip not an address", func(c *MachineConfig) { c.Cluster.VIP = "10.5.0" }, "cluster.vip"},
+		{"vip is not the endpoint's address", func(c *MachineConfig) {
+			c.Cluster.Endpoint, c.Cluster.VIP = "https://10.5.0.2:6443", "10.5.0.100"
+		}, "cluster.vip"},
 		{"bad service cidr", func(c *MachineConfig) { c.Cluster.Network.ServiceCIDR = "10.96.0.0" }, "cluster.network.serviceCIDR"},
 		{"bad name", func(c *MachineConfig) { c.Cluster.Name = "Demo_1" }, "cluster.name"},
 		{"bad id", func(c *MachineConfig) { c.Cluster.ID = "xyz" }, "cluster.id"},

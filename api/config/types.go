@@ -187,7 +187,12 @@ type Cluster struct {
 	// mistakes another's disk for its own.
 	ID string `yaml:"id" json:"id"`
 	// Endpoint is the Kubernetes API endpoint, https://HOST:PORT.
-	Endpoint          string         `yaml:"endpoint" json:"endpoint"`
+	Endpoint string `yaml:"endpoint" json:"endpoint"`
+	// VIP is a virtual IP on the control planes' network that one control plane holds at a time, elected
+	// through etcd and announced with gratuitous ARP; the endpoint's host is then the VIP, so the API
+	// survives the loss of any one control plane. Empty: the endpoint is a control plane's own address,
+	// or an external load balancer's (see the README).
+	VIP               string         `yaml:"vip,omitempty" json:"vip,omitempty"`
 	KubernetesVersion string         `yaml:"kubernetesVersion,omitempty" json:"kubernetesVersion,omitempty"`
 	Network           ClusterNetwork `yaml:"network,omitempty" json:"network,omitempty"`
 	// MachineCA is the PEM certificate of the CA behind the machine API; every node has it.

@@ -66,6 +66,7 @@ func Validate(c *MachineConfig) error {
 		e.add("cluster.id", "%q must be 16 lowercase hex digits (cairnctl gen config makes one)", cl.ID)
 	}
 	validateEndpoint(cl.Endpoint, &e)
+	validateVIP(cl.VIP, cl.Endpoint, &e)
 	if v := cl.KubernetesVersion; v != "" && v != KubernetesVersion {
 		e.add("cluster.kubernetesVersion", "%q is not a version this image carries; it carries %s", v, KubernetesVersion)
 	}
@@ -256,6 +257,34 @@ func validateEndpoint(ep string, e *Errors) {
 			e.add("cluster.endpoint", "port %q is not a port number", p)
 		}
 	}
+}
+
+// validateVIP checks cluster.vip: one unicast address, and the endpoint's host when that is an address
+// (a name is the user's DNS, pointing at the VIP).
+func validateVIP(vip, endpoint string, e *Errors) {
+	if vip == "" {
+		return
+	}
+	a, err := netip.ParseAddr(vip)
+	if err != nil || a.Zone() != "" || !a.IsGlobalUnicast() && !a.IsPrivate() {
+		e.add("cluster.vip", "%q is not a unicast IP address", vip)
+		return
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return // validateEndpoint says so
+	}
+	if h, err := netip.ParseAddr(u.Hostname()); err == nil && h != a {
+		e.add("cluster.vip", "%s is not cluster.endpoint's address %s: with a VIP, the endpoint is https://%s:6443", a, h, netJoinHost(a))
+	}
+}
+
+// netJoinHost brackets an IPv6 address for a URL.
+func netJoinHost(a netip.Addr) string {
+	if a.Is6() {
+		return "[" + a.String() + "]"
+	}
+	return a.String()
 }
 
 func validateClusterNetwork(n *ClusterNetwork, e *Errors) {

@@ -62,7 +62,7 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 	for _, n := range st.Nodes {
 		nodes = append(nodes, n.Node)
 	}
-	n, err := Grow(o.Name, nodes, o.Role)
+	n, err := Grow(o.Name, nodes, o.Role, st.VIP)
 	if err != nil {
 		return nil, err
 	}

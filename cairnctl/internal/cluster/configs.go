@@ -17,13 +17,16 @@ type Configs struct {
 	Nodes        map[string]*config.MachineConfig // by node name
 }
 
-// GenerateConfigs makes the cluster's secrets and configs: the endpoint is the first control plane's
-// L2 address, and each node's config names its host and pins kubelet's node IP to its L2 address (the
+// GenerateConfigs makes the cluster's secrets and configs: the endpoint is the VIP or else the first
+// control plane's L2 address, and each node's config names its host and pins kubelet's node IP to its L2 address (the
 // user-network address, 10.0.2.15, is the same on every VM).
 func GenerateConfigs(name string, l Layout, now time.Time) (*Configs, error) {
 	gen, err := config.Generate(config.GenOptions{ClusterName: name, Endpoint: l.Endpoint(), Now: now}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("generate the configs of cluster %s: %w", name, err)
+	}
+	if l.VIP.IsValid() {
+		gen.ControlPlane.Cluster.VIP, gen.Worker.Cluster.VIP = l.VIP.String(), l.VIP.String()
 	}
 	emulationTimings(&gen.ControlPlane.Cluster)
 	c := &Configs{Secrets: gen.Secrets, ControlPlane: gen.ControlPlane, Worker: gen.Worker, Nodes: map[string]*config.MachineConfig{}}

@@ -50,6 +50,8 @@ type CreateOptions struct {
 	FormatEvent func(*machine.Event) string
 	// KernelArgs are extra kernel command line arguments for every node (cairn.* settings).
 	KernelArgs []string
+	// VIP, when set, is the control planes' shared API address on the L2 (cluster.vip).
+	VIP string
 }
 
 // Result is what create made.
@@ -89,6 +91,11 @@ func Create(ctx context.Context, o CreateOptions, p *Progress) (*Result, error) 
 	layout, err := Plan(o.Name, o.ControlPlanes, o.Workers, groups)
 	if err != nil {
 		return nil, err
+	}
+	if o.VIP != "" {
+		if err := layout.SetVIP(o.VIP); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(o.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("clusters directory %s: %w", o.Root, err)
@@ -207,7 +214,7 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	}
 	p.Printf("wrote the configs of cluster %s (endpoint %s) in %s", o.Name, layout.Endpoint(), dir)
 
-	st := &State{Name: o.Name, Created: now, Mode: o.Mode, Group: layout.Group}
+	st := &State{Name: o.Name, Created: now, Mode: o.Mode, Group: layout.Group, VIP: layout.VIP}
 	res.State = st
 	vms := map[string]*qemu.VM{}
 	for i, n := range layout.Nodes {

@@ -52,10 +52,38 @@ func (n Node) Prefix() string { return netip.PrefixFrom(n.Address, Subnet.Bits()
 type Layout struct {
 	Group string `json:"group"` // multicast HOST:PORT of the cluster L2
 	Nodes []Node `json:"nodes"`
+	// VIP is the control planes' shared address on the L2 (cluster.vip), if the cluster has one.
+	VIP netip.Addr `json:"vip,omitzero"`
 }
 
-// Endpoint is the Kubernetes API endpoint: the first control plane's L2 address.
-func (l Layout) Endpoint() string { return fmt.Sprintf("https://%s:6443", l.Nodes[0].Address) }
+// Endpoint is the Kubernetes API endpoint: the VIP, else the first control plane's L2 address.
+func (l Layout) Endpoint() string {
+	if l.VIP.IsValid() {
+		return fmt.Sprintf("https://%s:6443", l.VIP)
+	}
+	return fmt.Sprintf("https://%s:6443", l.Nodes[0].Address)
+}
+
+// SetVIP gives the cluster a virtual IP for its API: an address of the L2 that no node has. Nodes
+// added later skip it (Grow).
+func (l *Layout) SetVIP(s string) error {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--vip %q is not an IP address", s)
+	case !Subnet.Contains(a) || a == Subnet.Masked().Addr() || a == broadcast():
+		return fmt.Errorf("--vip %s is not a host address of the cluster's L2 %s", a, Subnet)
+	}
+	for _, n := range l.Nodes {
+		if n.Address == a {
+			return fmt.Errorf("--vip %s is node %s's address; pick one above the nodes' (e.g. %s)", a, n.Name, defaultVIPHint())
+		}
+	}
+	l.VIP = a
+	return nil
+}
+
+func defaultVIPHint() netip.Addr { return broadcast().Prev().Prev().Prev().Prev().Prev() }
 
 // CheckName says whether name can name a cluster: it becomes part of node names, which are DNS labels.
 func CheckName(name string) error {
@@ -128,8 +156,8 @@ func newNode(cluster string, sum uint32, role string, index int, addr netip.Addr
 }
 
 // Grow plans one more node of role for cluster name, whose nodes are nodes: the next number of that role
-// and the address after the highest one in use.
-func Grow(name string, nodes []Node, role string) (Node, error) {
+// and the address after the highest one in use, skipping the cluster's VIP.
+func Grow(name string, nodes []Node, role string, vip netip.Addr) (Node, error) {
 	if role != RoleControlPlane && role != RoleWorker {
 		return Node{}, fmt.Errorf("role must be %s or %s, not %q", RoleWorker, RoleControlPlane, role)
 	}
@@ -146,6 +174,9 @@ func Grow(name string, nodes []Node, role string) (Node, error) {
 		}
 	}
 	addr := last.Next()
+	if addr == vip {
+		addr = addr.Next()
+	}
 	if !Subnet.Contains(addr) || addr == broadcast() {
 		return Node{}, fmt.Errorf("cluster %s has no address left on the L2 %s", name, Subnet)
 	}

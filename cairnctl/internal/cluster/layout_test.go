@@ -5,8 +5,11 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/api/config"
 )
 
 func TestPlan(t *testing.T) {
@@ -123,11 +126,11 @@ func TestGrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w2, err := Grow("dev", l.Nodes, RoleWorker)
+	w2, err := Grow("dev", l.Nodes, RoleWorker, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp2, err := Grow("dev", append(l.Nodes, w2), RoleControlPlane)
+	cp2, err := Grow("dev", append(l.Nodes, w2), RoleControlPlane, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +147,53 @@ func TestGrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Grow("big", full.Nodes, RoleWorker); err == nil || !strings.Contains(err.Error(), "no address left") {
+	if _, err := Grow("big", full.Nodes, RoleWorker, netip.Addr{}); err == nil || !strings.Contains(err.Error(), "no address left") {
 		t.Errorf("Grow of a full L2 = %v, want no address left", err)
 	}
-	if _, err := Grow("dev", l.Nodes, "boss"); err == nil || !strings.Contains(err.Error(), "boss") {
+	if _, err := Grow("dev", l.Nodes, "boss", netip.Addr{}); err == nil || !strings.Contains(err.Error(), "boss") {
 		t.Errorf("Grow(boss) = %v, want an error naming the role", err)
+	}
+}
+
+func TestVIP(t *testing.T) {
+	l, err := Plan("dev", 2, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Endpoint(); got != "https://10.5.0.2:6443" {
+		t.Errorf("Endpoint() without a VIP = %q, want the first control plane's address", got)
+	}
+	for _, bad := range []struct{ vip, err string }{
+		{"10.5.0.3", "is node dev-cp2's address"},
+		{"10.6.0.9", "not a host address of the cluster's L2"},
+		{"10.5.0.255", "not a host address"},
+		{"ten", "not an IP address"},
+	} {
+		if err := l.SetVIP(bad.vip); err == nil || !strings.Contains(err.Error(), bad.err) {
+			t.Errorf("SetVIP(%s) = %v, want an error containing %q", bad.vip, err, bad.err)
+		}
+	}
+	if err := l.SetVIP("10.5.0.5"); err != nil {
+		t.Fatalf("SetVIP(10.5.0.5) = %v", err)
+	}
+	if got := l.Endpoint(); got != "https://10.5.0.5:6443" {
+		t.Errorf("Endpoint() with a VIP = %q, want the VIP's", got)
+	}
+	// The next node skips the VIP.
+	n, err := Grow("dev", l.Nodes, RoleWorker, l.VIP)
+	if err != nil || n.Address != netip.MustParseAddr("10.5.0.6") {
+		t.Errorf("Grow() next to the VIP = %+v, %v, want 10.5.0.6", n, err)
+	}
+	c, err := GenerateConfigs("dev", l, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, nc := range c.Nodes {
+		if nc.Cluster.VIP != "10.5.0.5" || nc.Cluster.Endpoint != "https://10.5.0.5:6443" {
+			t.Errorf("%s: cluster.vip %q endpoint %q, want the VIP in both", name, nc.Cluster.VIP, nc.Cluster.Endpoint)
+		}
+		if err := config.Validate(nc); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -32,6 +33,8 @@ type State struct {
 	Mode    qemu.Mode   `json:"mode"`
 	Group   string      `json:"group"`
 	Nodes   []NodeState `json:"nodes"`
+	// VIP is the cluster's API virtual IP (Layout.VIP), if it has one.
+	VIP netip.Addr `json:"vip,omitzero"`
 }
 
 // NodeState is one node: its plan, its VM and how to reach it from the host.

@@ -16,6 +16,8 @@ const (
 	KindLock       = "lock"
 	KindJoin       = "join"
 	KindAuth       = "auth"
+	// KindVIP: this control plane took or gave up the cluster's virtual IP (vip.Acquired, ...).
+	KindVIP = "vip"
 	// KindSequence marks the end of a sequence (outcome done or failed).
 	KindSequence = "sequence"
 )

@@ -24,6 +24,13 @@ import (
 // NIC, its peer stays down) and a netlink handle into it. Everything dies with the namespace.
 func newNamespace(t *testing.T, nics ...string) *netlink.Handle {
 	t.Helper()
+	h, _ := newNamespaceWithHandle(t, nics...)
+	return h
+}
+
+// newNamespaceWithHandle is newNamespace that also returns the namespace, to open sockets in it.
+func newNamespaceWithHandle(t *testing.T, nics ...string) (*netlink.Handle, netns.NsHandle) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a network namespace")
 	}
@@ -51,7 +58,7 @@ func newNamespace(t *testing.T, nics ...string) *netlink.Handle {
 			t.Fatalf("add veth %s: %v", n, err)
 		}
 	}
-	return h
+	return h, ns
 }
 
 // requireLinkKinds skips the test when the kernel cannot make these kinds of link (a host kernel built

@@ -27,11 +27,16 @@ func (w *Workload) LeaveTasks() []sequence.Task {
 	if w.Renderer() == nil {
 		return nil
 	}
-	tasks := []sequence.Task{
+	var tasks []sequence.Task
+	if w.controlPlane() {
+		// Another control plane takes the API's address over while this one drains.
+		tasks = append(tasks, sequence.Task{Name: "vip-release", Timeout: time.Minute, Run: func(context.Context) error { w.stopVIP(); return nil }})
+	}
+	tasks = append(tasks, []sequence.Task{
 		{Name: "cordon", Timeout: time.Minute, Run: w.cordon},
 		{Name: "drain", Timeout: drainTimeout + time.Minute, Run: w.drain},
 		{Name: "leave-node", Timeout: time.Minute, Run: w.markLeft},
-	}
+	}...)
 	if w.controlPlane() {
 		tasks = append(tasks, sequence.Task{Name: "etcd-leave", Timeout: 2 * time.Minute, Run: w.leaveEtcd})
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/proc"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
+	"github.com/cairn-os/cairn/machined/internal/vip"
 )
 
 // Payload is where the node's runtime and images are, in api/payload's layout: the payload image
@@ -81,8 +82,15 @@ type Workload struct {
 	// EtcdVolume checks that etcd's data path is this cluster's etcd volume before etcd's manifest is
 	// written (volumes.Manager.CheckEtcdVolume); nil: only that the directory exists.
 	EtcdVolume func(ctx context.Context, c *config.MachineConfig) error
+	// VIPLink puts cluster.vip on this node (netcfg.VIPLink); nil in sandbox mode, where a control plane
+	// does not take part in the VIP's election (it would put the address on the host).
+	VIPLink vip.Link
+	// VIPEvent reports this node taking or giving up the VIP (an event on the node's bus).
+	VIPEvent func(outcome, message string)
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// vipStop ends this node's part in the VIP's election, releasing the address; nil when not running.
+	vipStop  func()
 	client   *client.Client
 	renderer *kube.Renderer
 	shared   bool // the kubelet's directory is a shared mount point already (sandbox in-process reboots)
@@ -136,6 +144,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("kubelet", w.startKubelet),
 			wait("etcd-promote", w.promoteEtcd),
 			wait("etcd-healthy", w.waitEtcd),
+			t("vip", w.startVIP),
 			t("control-plane-manifests", w.writeControlPlane),
 			wait("apiserver-ready", w.waitAPIServer),
 			t("controller-manifests", w.writeControllers),
@@ -148,6 +157,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("etcd-manifest", w.writeEtcd),
 			t("kubelet", w.startKubelet),
 			wait("etcd-healthy", w.waitEtcd),
+			t("vip", w.startVIP),
 			wait("apiserver-ready", w.waitAPIServer),
 			t("controller-manifests", w.writeControllers),
 			t("bootstrap-objects", w.publishBootstrap),
@@ -160,6 +170,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 // unmount cleanly.
 func (w *Workload) StopTasks() []sequence.Task {
 	return []sequence.Task{{Name: "stop-kubernetes", Timeout: 2 * time.Minute, Run: func(ctx context.Context) error {
+		w.stopVIP()
 		if err := w.Services.Stop(ctx, "kubelet"); err != nil && !isUnknown(err) {
 			return err
 		}
