@@ -10,6 +10,8 @@ import (
 	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/machined/internal/bootmedium"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 	"github.com/cairn-os/cairn/machined/internal/workload"
 )
@@ -26,8 +28,9 @@ const mediumDir = "/run/cairn/medium"
 // uses, a missing or wrong medium is in the log before anyone asks for Init, and Init finds the payload
 // mounted. The workload's mount waits for that search, at normal priority, or searches itself.
 type payloadSource struct {
-	finder bootmedium.Finder
-	log    *slog.Logger
+	finder  bootmedium.Finder
+	sumFile string // payload.SumFile
+	log     *slog.Logger
 
 	once sync.Once
 	done chan struct{} // closed when the early search has ended; err is its result
@@ -39,16 +42,20 @@ type payloadSource struct {
 }
 
 func newPayloadSource(scanner inventory.Scanner, log *slog.Logger) *payloadSource {
-	return &payloadSource{log: log, done: make(chan struct{}),
+	return &payloadSource{log: log, done: make(chan struct{}), sumFile: payload.SumFile,
 		finder: bootmedium.Finder{Disks: scanner.Scan, Opener: inventory.OSOpener{}, Mounter: sys.Mounter{},
 			AttachLoop: sys.AttachLoop, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
 }
 
 // early starts the search once the kernel modules are loaded (the CD and USB drivers, isofs); log is
-// machined's log, which `cairnctl logs machined` shows.
-func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger) {
+// machined's log, which `cairnctl logs machined` shows. A configured node needs its payload at once
+// (urgent): its search runs at normal priority from the start.
+func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent bool) {
 	p.once.Do(func() {
 		p.log, p.finder.Log = log, log
+		if urgent {
+			p.hurryNow()
+		}
 		go func() {
 			defer close(p.done)
 			<-modules
@@ -76,11 +83,46 @@ func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger) {
 }
 
 func (p *payloadSource) mount(ctx context.Context) error {
-	want, err := bootmedium.ReadSum(payload.SumFile)
+	want, err := bootmedium.ReadSum(p.sumFile)
 	if err != nil {
 		return err
 	}
 	return p.finder.Mount(ctx, want, payload.MountPoint)
+}
+
+// hurryNow gives the search the normal priority: Init or Join has begun, or the workload waits for it.
+func (p *payloadSource) hurryNow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hurry = true
+	if p.tid != 0 {
+		if err := sys.Hurry(p.tid); err != nil {
+			p.log.Warn("payload: raise the search's priority", "error", err)
+		}
+		p.tid = 0
+	}
+}
+
+// hurryOnSequence raises the search's priority when Init or Join begins: the disks are formatted
+// first, and the search can be done by the time the workload needs the payload.
+func (p *payloadSource) hurryOnSequence(bus *events.Bus) {
+	_, ch, cancel := bus.Subscribe(0)
+	defer func() { cancel() }()
+	for {
+		select {
+		case <-p.done:
+			return
+		case e, ok := <-ch:
+			if !ok { // dropped as a slow reader: subscribe again
+				_, ch, cancel = bus.Subscribe(0)
+				continue
+			}
+			if e.Kind == events.KindTransition && (e.State == string(fsm.Init) || e.State == string(fsm.Join)) {
+				p.hurryNow()
+				return
+			}
+		}
+	}
 }
 
 // Payload is the workload's view: its Mount takes the early search's result, or searches again when
@@ -92,15 +134,7 @@ func (p *payloadSource) Payload() workload.Payload {
 		if !started {
 			return p.mount(ctx)
 		}
-		p.mu.Lock()
-		p.hurry = true
-		if p.tid != 0 {
-			if err := sys.Hurry(p.tid); err != nil {
-				p.log.Warn("payload: raise the search's priority", "error", err)
-			}
-			p.tid = 0
-		}
-		p.mu.Unlock()
+		p.hurryNow()
 		select {
 		case <-p.done:
 		case <-ctx.Done():

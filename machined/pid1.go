@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
@@ -103,9 +104,10 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		hosts:        et.setExtra,
 		// handle runs once the node has read its lock: the API answers, and the rest of the modules can
 		// load behind it.
-		handle: func(n *node.Node, log *slog.Logger) {
+		handle: func(n *node.Node, log *slog.Logger, bus *events.Bus) {
 			mods.background()
-			pay.early(mods.all, log)
+			pay.early(mods.all, log, n.Status().LockedBy != "")
+			go pay.hurryOnSequence(bus)
 			handleSignals(n, log)
 		},
 	}

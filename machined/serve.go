@@ -64,8 +64,8 @@ type platform struct {
 	beforeBoot func()
 	// handle runs once the node has read its lock and turns signals into node operations (PID 1; it
 	// also loads the rest of the kernel modules and starts looking for the payload then); log is machined's
-	// log, ring included. nil: signals end the process (sandbox).
-	handle func(n *node.Node, log *slog.Logger)
+	// log, ring included, and bus the node's events. nil: signals end the process (sandbox).
+	handle func(n *node.Node, log *slog.Logger, bus *events.Bus)
 	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
 	exit func()
 	// vipLink puts cluster.vip on the node (nil: sandbox mode takes no part in its election).
@@ -215,7 +215,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		banner(os.Stdout, st, listenPort(o.listen, client.MachinePort), creds.Fingerprint(), token, generated)
 	}
 	if plat.handle != nil {
-		go plat.handle(n, log)
+		go plat.handle(n, log, bus)
 	}
 	select {
 	case <-ctx.Done():
