@@ -87,6 +87,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	// A bond or a VLAN needs its driver, and there is no modprobe for the kernel to ask.
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
 	pay := newPayloadSource(inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, log)
+	wd := &hardwareWatchdog{}
 	plat := platform{
 		netState: cfgr,
 		clock:    &clock{log: log},
@@ -96,6 +97,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
 		payload:      pay.Payload(),
 		vipLink:      netcfg.VIPLink{},
+		watchdog:     wd.stop,
 		bind:         sys.Bind,
 		modulesReady: mods.all,
 		disksReady:   mods.waitDisks,
@@ -108,6 +110,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 			mods.background()
 			pay.early(mods.all, log, n.Status().LockedBy != "")
 			go pay.hurryOnSequence(bus)
+			go wd.run(mods.all, n, log, bus)
 			handleSignals(n, log)
 		},
 	}

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/cairn-os/cairn/machined/internal/watchdog"
 )
 
 // notifySystemd speaks systemd's notify protocol when machined runs as a systemd service (sandbox mode in
@@ -36,41 +37,8 @@ func notifySystemd(ctx context.Context, log *slog.Logger, answers func()) {
 		return
 	}
 	log.Info("systemd: petting the watchdog", "every", interval/2)
-	go petWatchdog(ctx, log, interval/2, answers)
-}
-
-// petWatchdog sends WATCHDOG=1 every period while answers returns within the period.
-func petWatchdog(ctx context.Context, log *slog.Logger, period time.Duration, answers func()) {
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	var pending chan struct{} // closed when the node answers the question in flight
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if ctx.Err() != nil { // both were ready: the end wins
-			return
-		}
-		// One question to the node at a time: one that has not answered yet is waited on again rather
-		// than asked twice, so a stuck node holds one goroutine here, not one per period.
-		if pending == nil {
-			done := make(chan struct{})
-			go func() { answers(); close(done) }()
-			pending = done
-		}
-		select {
-		case <-pending:
-			pending = nil
-			if _, err := daemon.SdNotify(false, daemon.SdNotifyWatchdog); err != nil {
-				log.Warn("systemd: could not pet the watchdog", "err", err)
-			}
-		case <-time.After(period):
-			// The node did not answer: no pet. systemd restarts machined once the watchdog runs out.
-			log.Error("systemd watchdog: the node did not answer within its period; not petting", "period", period)
-		case <-ctx.Done():
-			return
-		}
-	}
+	go watchdog.Pet(ctx, log, interval/2, answers, func() error {
+		_, err := daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+		return err
+	})
 }

@@ -68,6 +68,8 @@ type platform struct {
 	handle func(n *node.Node, log *slog.Logger, bus *events.Bus)
 	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
 	exit func()
+	// watchdog stops the petting of the hardware watchdog (the WatchdogStop RPC; nil in sandbox mode).
+	watchdog func() (time.Duration, bool)
 	// vipLink puts cluster.vip on the node (nil: sandbox mode takes no part in its election).
 	vipLink vip.Link
 	// payload is where containerd, runc, the CNI plugins and the images are.
@@ -183,7 +185,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
 			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
 		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
-		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{},
+		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}, Watchdog: plat.watchdog,
 		Network: plat.netState, Clock: plat.clockState()},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)

@@ -4165,6 +4165,86 @@ func (x *ProfileRequest) GetGc() bool {
 	return false
 }
 
+type WatchdogStopRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchdogStopRequest) Reset() {
+	*x = WatchdogStopRequest{}
+	mi := &file_machine_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchdogStopRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchdogStopRequest) ProtoMessage() {}
+
+func (x *WatchdogStopRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchdogStopRequest.ProtoReflect.Descriptor instead.
+func (*WatchdogStopRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{71}
+}
+
+type WatchdogStopResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ResetWithinSeconds uint32                 `protobuf:"varint,1,opt,name=reset_within_seconds,json=resetWithinSeconds,proto3" json:"reset_within_seconds,omitempty"` // the watchdog's timeout: the machine resets within it
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *WatchdogStopResponse) Reset() {
+	*x = WatchdogStopResponse{}
+	mi := &file_machine_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchdogStopResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchdogStopResponse) ProtoMessage() {}
+
+func (x *WatchdogStopResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchdogStopResponse.ProtoReflect.Descriptor instead.
+func (*WatchdogStopResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *WatchdogStopResponse) GetResetWithinSeconds() uint32 {
+	if x != nil {
+		return x.ResetWithinSeconds
+	}
+	return 0
+}
+
 type GetConfigRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ShowSecrets   bool                   `protobuf:"varint,1,opt,name=show_secrets,json=showSecrets,proto3" json:"show_secrets,omitempty"` // the keys and tokens too; admin only
@@ -4174,7 +4254,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4186,7 +4266,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4199,7 +4279,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{71}
+	return file_machine_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetConfigRequest) GetShowSecrets() bool {
@@ -4219,7 +4299,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4311,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4324,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{72}
+	return file_machine_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetConfigResponse) GetConfig() []byte {
@@ -4553,12 +4633,15 @@ const file_machine_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\rR\aseconds\x12\x14\n" +
 	"\x05debug\x18\x03 \x01(\rR\x05debug\x12\x0e\n" +
-	"\x02gc\x18\x04 \x01(\bR\x02gc\"5\n" +
+	"\x02gc\x18\x04 \x01(\bR\x02gc\"\x15\n" +
+	"\x13WatchdogStopRequest\"H\n" +
+	"\x14WatchdogStopResponse\x120\n" +
+	"\x14reset_within_seconds\x18\x01 \x01(\rR\x12resetWithinSeconds\"5\n" +
 	"\x10GetConfigRequest\x12!\n" +
 	"\fshow_secrets\x18\x01 \x01(\bR\vshowSecrets\"G\n" +
 	"\x11GetConfigResponse\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12\x1a\n" +
-	"\bredacted\x18\x02 \x01(\bR\bredacted2\xf0\x17\n" +
+	"\bredacted\x18\x02 \x01(\bR\bredacted2\xdb\x18\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -4592,7 +4675,8 @@ const file_machine_proto_rawDesc = "" +
 	"\vImageImport\x12*.cairn.machine.v1alpha1.ImageImportRequest\x1a+.cairn.machine.v1alpha1.ImageImportResponse(\x010\x01\x12`\n" +
 	"\tImageList\x12(.cairn.machine.v1alpha1.ImageListRequest\x1a).cairn.machine.v1alpha1.ImageListResponse\x12f\n" +
 	"\vImageRemove\x12*.cairn.machine.v1alpha1.ImageRemoveRequest\x1a+.cairn.machine.v1alpha1.ImageRemoveResponse\x12V\n" +
-	"\aProfile\x12&.cairn.machine.v1alpha1.ProfileRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01B/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
+	"\aProfile\x12&.cairn.machine.v1alpha1.ProfileRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01\x12i\n" +
+	"\fWatchdogStop\x12+.cairn.machine.v1alpha1.WatchdogStopRequest\x1a,.cairn.machine.v1alpha1.WatchdogStopResponseB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
 
 var (
 	file_machine_proto_rawDescOnce sync.Once
@@ -4606,7 +4690,7 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),           // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),          // 1: cairn.machine.v1alpha1.VersionResponse
@@ -4679,22 +4763,24 @@ var file_machine_proto_goTypes = []any{
 	(*ImageRemoveRequest)(nil),       // 68: cairn.machine.v1alpha1.ImageRemoveRequest
 	(*ImageRemoveResponse)(nil),      // 69: cairn.machine.v1alpha1.ImageRemoveResponse
 	(*ProfileRequest)(nil),           // 70: cairn.machine.v1alpha1.ProfileRequest
-	(*GetConfigRequest)(nil),         // 71: cairn.machine.v1alpha1.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 72: cairn.machine.v1alpha1.GetConfigResponse
-	(*timestamppb.Timestamp)(nil),    // 73: google.protobuf.Timestamp
+	(*WatchdogStopRequest)(nil),      // 71: cairn.machine.v1alpha1.WatchdogStopRequest
+	(*WatchdogStopResponse)(nil),     // 72: cairn.machine.v1alpha1.WatchdogStopResponse
+	(*GetConfigRequest)(nil),         // 73: cairn.machine.v1alpha1.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 74: cairn.machine.v1alpha1.GetConfigResponse
+	(*timestamppb.Timestamp)(nil),    // 75: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
-	73, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	75, // 0: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
 	5,  // 1: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
 	4,  // 2: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
-	73, // 3: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
+	75, // 3: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
 	6,  // 4: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
 	11, // 5: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	73, // 6: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	73, // 7: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	73, // 8: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	75, // 6: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	75, // 7: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	75, // 8: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
 	27, // 9: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	73, // 10: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	75, // 10: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
 	27, // 11: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
 	32, // 12: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
 	34, // 13: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
@@ -4706,12 +4792,12 @@ var file_machine_proto_depIdxs = []int32{
 	45, // 19: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
 	45, // 20: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
 	50, // 21: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
-	73, // 22: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	73, // 23: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	73, // 24: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
-	73, // 25: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	75, // 22: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	75, // 23: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	75, // 24: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	75, // 25: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
 	57, // 26: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
-	73, // 27: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
+	75, // 27: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
 	61, // 28: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
 	63, // 29: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
 	64, // 30: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
@@ -4740,7 +4826,7 @@ var file_machine_proto_depIdxs = []int32{
 	43, // 53: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
 	51, // 54: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
 	46, // 55: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	71, // 56: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
+	73, // 56: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
 	48, // 57: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
 	53, // 58: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
 	55, // 59: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
@@ -4749,40 +4835,42 @@ var file_machine_proto_depIdxs = []int32{
 	66, // 62: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
 	68, // 63: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
 	70, // 64: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	1,  // 65: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	3,  // 66: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	21, // 67: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	21, // 68: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	10, // 69: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	13, // 70: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	15, // 71: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	17, // 72: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	19, // 73: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
-	21, // 74: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	24, // 75: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	24, // 76: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	26, // 77: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	31, // 78: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	36, // 79: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	39, // 80: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	29, // 81: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	29, // 82: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	29, // 83: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	42, // 84: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	44, // 85: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	52, // 86: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	47, // 87: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	72, // 88: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
-	49, // 89: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
-	54, // 90: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	56, // 91: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
-	59, // 92: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	62, // 93: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	67, // 94: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	69, // 95: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	52, // 96: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	65, // [65:97] is the sub-list for method output_type
-	33, // [33:65] is the sub-list for method input_type
+	71, // 65: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
+	1,  // 66: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	3,  // 67: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	21, // 68: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	21, // 69: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	10, // 70: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	13, // 71: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	15, // 72: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	17, // 73: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	19, // 74: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.UpgradeResponse
+	21, // 75: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	24, // 76: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	24, // 77: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	26, // 78: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	31, // 79: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	36, // 80: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	39, // 81: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	29, // 82: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	29, // 83: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	29, // 84: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	42, // 85: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	44, // 86: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	52, // 87: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	47, // 88: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	74, // 89: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
+	49, // 90: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	54, // 91: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	56, // 92: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
+	59, // 93: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	62, // 94: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	67, // 95: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	69, // 96: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	52, // 97: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	72, // 98: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
+	66, // [66:99] is the sub-list for method output_type
+	33, // [33:66] is the sub-list for method input_type
 	33, // [33:33] is the sub-list for extension type_name
 	33, // [33:33] is the sub-list for extension extendee
 	0,  // [0:33] is the sub-list for field type_name
@@ -4807,7 +4895,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   73,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,6 +56,7 @@ const (
 	Machine_ImageList_FullMethodName        = "/cairn.machine.v1alpha1.Machine/ImageList"
 	Machine_ImageRemove_FullMethodName      = "/cairn.machine.v1alpha1.Machine/ImageRemove"
 	Machine_Profile_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Profile"
+	Machine_WatchdogStop_FullMethodName     = "/cairn.machine.v1alpha1.Machine/WatchdogStop"
 )
 
 // MachineClient is the client API for Machine service.
@@ -120,6 +121,10 @@ type MachineClient interface {
 	// reads it), since a node has no shell to run a profiler in. Admins only: a profile names machined's
 	// code paths and may hold fragments of what it was handling. The last chunk carries the SHA-256.
 	Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error)
+	// WatchdogStop makes machined stop petting the machine's hardware watchdog, which then resets the
+	// machine when its timeout runs out: how an operator (or a test) shows the watchdog would catch a hung
+	// node. Admins only. FailedPrecondition when the machine has no hardware watchdog.
+	WatchdogStop(ctx context.Context, in *WatchdogStopRequest, opts ...grpc.CallOption) (*WatchdogStopResponse, error)
 }
 
 type machineClient struct {
@@ -516,6 +521,16 @@ func (c *machineClient) Profile(ctx context.Context, in *ProfileRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Machine_ProfileClient = grpc.ServerStreamingClient[DataChunk]
 
+func (c *machineClient) WatchdogStop(ctx context.Context, in *WatchdogStopRequest, opts ...grpc.CallOption) (*WatchdogStopResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WatchdogStopResponse)
+	err := c.cc.Invoke(ctx, Machine_WatchdogStop_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MachineServer is the server API for Machine service.
 // All implementations must embed UnimplementedMachineServer
 // for forward compatibility.
@@ -578,6 +593,10 @@ type MachineServer interface {
 	// reads it), since a node has no shell to run a profiler in. Admins only: a profile names machined's
 	// code paths and may hold fragments of what it was handling. The last chunk carries the SHA-256.
 	Profile(*ProfileRequest, grpc.ServerStreamingServer[DataChunk]) error
+	// WatchdogStop makes machined stop petting the machine's hardware watchdog, which then resets the
+	// machine when its timeout runs out: how an operator (or a test) shows the watchdog would catch a hung
+	// node. Admins only. FailedPrecondition when the machine has no hardware watchdog.
+	WatchdogStop(context.Context, *WatchdogStopRequest) (*WatchdogStopResponse, error)
 	mustEmbedUnimplementedMachineServer()
 }
 
@@ -683,6 +702,9 @@ func (UnimplementedMachineServer) ImageRemove(context.Context, *ImageRemoveReque
 }
 func (UnimplementedMachineServer) Profile(*ProfileRequest, grpc.ServerStreamingServer[DataChunk]) error {
 	return status.Error(codes.Unimplemented, "method Profile not implemented")
+}
+func (UnimplementedMachineServer) WatchdogStop(context.Context, *WatchdogStopRequest) (*WatchdogStopResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WatchdogStop not implemented")
 }
 func (UnimplementedMachineServer) mustEmbedUnimplementedMachineServer() {}
 func (UnimplementedMachineServer) testEmbeddedByValue()                 {}
@@ -1221,6 +1243,24 @@ func _Machine_Profile_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Machine_ProfileServer = grpc.ServerStreamingServer[DataChunk]
 
+func _Machine_WatchdogStop_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WatchdogStopRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).WatchdogStop(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_WatchdogStop_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).WatchdogStop(ctx, req.(*WatchdogStopRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Machine_ServiceDesc is the grpc.ServiceDesc for Machine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1323,6 +1363,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ImageRemove",
 			Handler:    _Machine_ImageRemove_Handler,
+		},
+		{
+			MethodName: "WatchdogStop",
+			Handler:    _Machine_WatchdogStop_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -14,8 +14,30 @@ func newDebug(g *globals) *cobra.Command {
 		Use:   "debug",
 		Short: "Look inside machined itself (admin only)",
 	}
-	c.AddCommand(newPprof(g))
+	c.AddCommand(newPprof(g), newWatchdogStop(g))
 	return c
+}
+
+func newWatchdogStop(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watchdog-stop",
+		Short: "Stop machined petting the node's hardware watchdog: the machine resets when it runs out (admin only)",
+		Long: `watchdog-stop makes machined on each selected node stop petting the machine's hardware watchdog, as
+a hung node would: the watchdog resets the machine when its timeout runs out, and the node boots back to
+where its lock says (Running, for a configured node). It shows that the watchdog is armed and works.
+A node without a hardware watchdog (QEMU's microvm, or a machine without one) answers FailedPrecondition.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.eachNode(func(nc nodeClient, prefix string) error {
+				r, err := nc.WatchdogStop(cmd.Context(), &machine.WatchdogStopRequest{})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "%snode %s stopped petting its watchdog: it resets within %d s\n", prefix, nc.name, r.ResetWithinSeconds)
+				return nil
+			})
+		},
+	}
 }
 
 func newPprof(g *globals) *cobra.Command {

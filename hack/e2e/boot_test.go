@@ -272,7 +272,8 @@ func TestISO(t *testing.T) {
 }
 
 // TestRaw boots cairn.raw (GPT, EFI system partition) through OVMF and reaches the API; the disk it
-// booted from is not a candidate for Cairn's volumes.
+// booted from is not a candidate for Cairn's volumes; the payload is found on its slot A; and the
+// hardware watchdog resets a node that stops petting it.
 func TestRaw(t *testing.T) {
 	c := createCluster(t, "raw", bootTimeout, "--no-init", "--mode", "raw")
 	maint := func() []string { return c.maint(t, 0) }
@@ -295,6 +296,21 @@ func TestRaw(t *testing.T) {
 		t.Errorf("no disk with serial boot in %+v", d.Disks)
 	}
 	waitPayloadFound(t, maint, "(partition CAIRN-PAYLOAD-A)")
+
+	// The hardware watchdog (QEMU's i6300esb on q35): machined arms it and pets it while the node
+	// answers; told to stop petting, as a hung node would, the machine is reset and boots again.
+	before := status(t, maint())
+	n := c.Nodes[0]
+	off := consoleSize(t, n)
+	out := mustCtl(t, time.Minute, append(maint(), "debug", "watchdog-stop")...)
+	if !strings.Contains(out, "resets within") {
+		t.Fatalf("debug watchdog-stop printed %q, want the time to the reset", out)
+	}
+	waitConsole(t, n, off, regexp.MustCompile(`fingerprint[:=] *[0-9a-f]{64}`), 2*time.Minute+bootTimeout)
+	after := waitStatus(t, maint, bootTimeout, func(s statusResp) bool { return s.State == "Boot" })
+	if !after.BootTime.After(before.BootTime) {
+		t.Errorf("boot time after the watchdog %v, before %v: want a new boot", after.BootTime, before.BootTime)
+	}
 }
 
 // waitPayloadFound waits for machined to say it found, checked and mounted the payload on the boot

@@ -116,6 +116,11 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 		a = append(a, "-netdev", "socket,id=l2,mcast="+c.L2.Group+",localaddr=127.0.0.1",
 			"-device", "virtio-net-"+virtioSuffix+",netdev=l2,mac="+c.L2.MAC+romOff(virtioSuffix))
 	}
+	if virtioSuffix == "pci" {
+		// The hardware watchdog machined arms and pets (microvm has no PCI bus for it): a node whose
+		// state machine stops answering is reset, as a real machine's watchdog would.
+		a = append(a, "-device", "i6300esb", "-action", "watchdog=reset")
+	}
 	if c.Mode == ModeVmlinux && c.Payload != "" {
 		a = append(a, "-drive", "file="+c.Payload+",if=none,id=payload,format=raw,readonly=on",
 			"-device", "virtio-blk-"+virtioSuffix+",drive=payload,serial=cairn-payload")

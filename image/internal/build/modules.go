@@ -40,6 +40,8 @@ var RootfsModules = []string{
 	// QEMU's fw_cfg in sysfs: how the iso and raw modes pass per-node kernel arguments (see
 	// cairnctl/internal/qemu.FwCfgCmdline).
 	"qemu_fw_cfg",
+	// The hardware watchdog machined arms: QEMU's i6300esb, and the common PC chipsets' (iTCO).
+	"i6300esb", "iTCO_wdt",
 	// TPM (built into Debian's kernel today; listed so a modular kernel still ships them).
 	"tpm_tis", "tpm_crb",
 }

@@ -18,6 +18,8 @@ const (
 	KindAuth       = "auth"
 	// KindVIP: this control plane took or gave up the cluster's virtual IP (vip.Acquired, ...).
 	KindVIP = "vip"
+	// KindWatchdog: the hardware watchdog was armed, or its petting stopped.
+	KindWatchdog = "watchdog"
 	// KindSequence marks the end of a sequence (outcome done or failed).
 	KindSequence = "sequence"
 )

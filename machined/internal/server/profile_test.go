@@ -23,6 +23,12 @@ import (
 
 func serveProfiles(t *testing.T) *testServer {
 	t.Helper()
+	return serveWith(t, func(s *Server) { s.Profiles = profile.Runtime{} })
+}
+
+// serveWith serves a maintenance-mode sandbox node whose Server set fills in.
+func serveWith(t *testing.T, set func(*Server)) *testServer {
+	t.Helper()
 	bus := events.NewBus(nil, nil)
 	creds, err := NewCredentials("n1", nil, time.Now())
 	if err != nil {
@@ -34,8 +40,9 @@ func serveProfiles(t *testing.T) *testServer {
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g := New(&Server{Node: n, Bus: bus, Supervise: supervisor.New(bus, nil), Profiles: profile.Runtime{}},
-		&Auth{Creds: creds, Token: token, Bus: bus})
+	srv := &Server{Node: n, Bus: bus, Supervise: supervisor.New(bus, nil)}
+	set(srv)
+	g := New(srv, &Auth{Creds: creds, Token: token, Bus: bus})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +55,7 @@ func serveProfiles(t *testing.T) *testServer {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
-	return &testServer{addr: l.Addr().String(), creds: creds, node: n}
+	return &testServer{addr: l.Addr().String(), creds: creds, node: n, bus: bus}
 }
 
 func TestProfile(t *testing.T) {

@@ -56,7 +56,8 @@ var roles = map[string][]string{
 	machine.Machine_ListJoinTokens_FullMethodName:   admins,
 	machine.Machine_RevokeJoinToken_FullMethodName:  admins,
 	// A profile shows machined's internals and may hold fragments of what it handled.
-	machine.Machine_Profile_FullMethodName: admins,
+	machine.Machine_Profile_FullMethodName:      admins,
+	machine.Machine_WatchdogStop_FullMethodName: admins,
 
 	// Server reflection: any authenticated caller, so generic gRPC tools work.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      all,

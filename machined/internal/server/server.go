@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -61,6 +62,9 @@ type Server struct {
 	Network Network
 	// Clock reports the clock's sync state; false or nil: the node keeps the machine's clock.
 	Clock func() (timesync.State, bool)
+	// Watchdog stops the petting of the hardware watchdog and returns its timeout; false (or nil) when
+	// none is armed.
+	Watchdog func() (time.Duration, bool)
 }
 
 // Build identifies the running binary.
