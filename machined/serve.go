@@ -17,6 +17,8 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
 	"github.com/cairn-os/cairn/machined/internal/disk/apply"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/disk/plan"
+	"github.com/cairn-os/cairn/machined/internal/diskspace"
 	"github.com/cairn-os/cairn/machined/internal/etcdops"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
@@ -170,7 +172,12 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 					if c == nil {
 						return nil
 					}
-					return logFiles.Attach(services, "machined", "containerd", "kubelet")
+					// A full or read-only EPHEMERAL must not stop the node: the logs stay in the rings
+					// (`cairnctl logs`), and the volume monitor reports the full volume.
+					if err := logFiles.Attach(services, "machined", "containerd", "kubelet"); err != nil {
+						log.Warn("log files: the services' logs are kept in memory only", "error", err)
+					}
+					return nil
 				}})
 			},
 			Stop: func(fsm.Sequence) []sequence.Task {
@@ -178,7 +185,9 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 				return append(append(wl.StopTasks(), closeLogs), vols.StopTasks()...)
 			}},
 	})
+	space := volumeSpace(layout, bus)
 	srv = server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Certs: wl, Usage: statfs, JoinTokens: tokens,
+		Warnings:  space.Warnings,
 		JoinPort:  listenPort(o.joinListen, client.JoinPort),
 		LogSource: &logs.Source{Rings: services, PodLogs: layout.Join("var", "log", "pods")},
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
@@ -210,6 +219,9 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	defer endLife()
 	if err := n.Start(life); err != nil {
 		log.Error("boot", "error", err)
+	}
+	if plat.devices {
+		go space.Run(life)
 	}
 	notifySystemd(life, log, func() { n.Status() })
 	if !plat.sandbox {
@@ -336,6 +348,31 @@ func netipAddrs(ips []net.IP) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// volumeSpace watches how full the node's volumes are (on a node: in sandbox mode they are directories
+// of the host's filesystem, which the monitor skips as not mounted).
+func volumeSpace(layout paths.Paths, bus *events.Bus) *diskspace.Monitor {
+	m := &diskspace.Monitor{Usage: mountedStatfs, Event: func(outcome, msg string) {
+		bus.Publish(events.Event{Kind: events.KindDisk, Outcome: outcome, Message: msg})
+	}}
+	for _, v := range []plan.Volume{plan.State, plan.Ephemeral, plan.Etcd} {
+		m.Volumes = append(m.Volumes, diskspace.Volume{Name: string(v), Path: layout.Join(v.DefaultTarget())})
+	}
+	return m
+}
+
+// mountedStatfs is statfs of a mounted volume only: before its volume is mounted a path measures the
+// filesystem below (the read-only root, always "full").
+func mountedStatfs(path string) (uint64, uint64, error) {
+	ok, err := sys.IsMountPoint(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !ok {
+		return 0, 0, fmt.Errorf("%s is not mounted", path)
+	}
+	return statfs(path)
 }
 
 func statfs(path string) (uint64, uint64, error) {

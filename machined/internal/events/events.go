@@ -20,6 +20,8 @@ const (
 	KindVIP = "vip"
 	// KindWatchdog: the hardware watchdog was armed, or its petting stopped.
 	KindWatchdog = "watchdog"
+	// KindDisk: a volume became full, or has room again.
+	KindDisk = "disk"
 	// KindSequence marks the end of a sequence (outcome done or failed).
 	KindSequence = "sequence"
 )

@@ -62,6 +62,9 @@ type Server struct {
 	Network Network
 	// Clock reports the clock's sync state; false or nil: the node keeps the machine's clock.
 	Clock func() (timesync.State, bool)
+	// Warnings are the node's conditions to show in status besides the node's own (a full volume);
+	// nil: none.
+	Warnings func() []string
 	// Watchdog stops the petting of the hardware watchdog and returns its timeout; false (or nil) when
 	// none is armed.
 	Watchdog func() (time.Duration, bool)
@@ -107,6 +110,9 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 		ClusterName: st.ClusterName, ClusterId: st.ClusterID, Addresses: st.Addresses, ApiMode: mode,
 		Sequence: st.Sequence, LastError: st.LastError, Sandbox: st.Sandbox, MachinePublicKey: st.PublicKeyPEM,
 		Warnings: st.Warnings,
+	}
+	if s.Warnings != nil {
+		r.Warnings = append(r.Warnings, s.Warnings()...)
 	}
 	if !st.BootTime.IsZero() {
 		r.BootTime = timestamppb.New(st.BootTime)

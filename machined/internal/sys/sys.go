@@ -127,3 +127,16 @@ func Bind(src, dst string) error {
 	}
 	return nil
 }
+
+// IsMountPoint reports whether path is the root of a mounted filesystem: its device differs from its
+// parent's (or it is "/").
+func IsMountPoint(path string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(path+"/..", &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev || st.Ino == parent.Ino, nil
+}
