@@ -35,7 +35,8 @@ stops them and removes everything.`,
 		}
 		return cluster.DefaultRoot()
 	}
-	c.AddCommand(newClusterCreate(g, root), newClusterAdd(g, root), newClusterDestroy(g, root), newClusterList(g, root))
+	c.AddCommand(newClusterCreate(g, root), newClusterAdd(g, root), newClusterDestroy(g, root), newClusterList(g, root),
+		newClusterStop(g, root), newClusterStart(g, root))
 	return c
 }
 

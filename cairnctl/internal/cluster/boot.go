@@ -38,6 +38,10 @@ type VMSpec struct {
 	Token  string
 	// Cmdline are extra kernel arguments (a self-joining node's cairn.join=...).
 	Cmdline []string
+	// HostPorts keeps a restarted node's host ports (NodeState.Ports); nil picks free ones.
+	HostPorts map[int]int
+	// RTCBase starts the VM's clock at this time (qemu.Config.RTCBase); zero: now.
+	RTCBase time.Time
 }
 
 // StartVM starts the node's QEMU detached from this process (it keeps running when cairnctl exits) and
@@ -46,9 +50,9 @@ func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
 	c := qemu.Config{
 		Name: s.Node.Name, Dir: s.Dir, Memory: s.Memory, CPUs: s.CPUs, Nice: Nice(s.Node.Role), Mode: s.Mode,
 		Cmdline: append([]string{"cairn.token=" + s.Token}, s.Cmdline...),
-		Ports:   []int{KubePort, JoinPort},
-		Disks:   s.Disks,
-		Kernel:  s.Image.Kernel, Initramfs: s.Image.Initramfs, Payload: s.Image.Payload, ISO: s.Image.ISO, Raw: s.Image.Raw,
+		Ports:   []int{KubePort, JoinPort}, HostPorts: s.HostPorts, RTCBase: s.RTCBase,
+		Disks:  s.Disks,
+		Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, Payload: s.Image.Payload, ISO: s.Image.ISO, Raw: s.Image.Raw,
 	}
 	if s.Group != "" {
 		c.L2 = &qemu.L2{Group: s.Group, MAC: s.Node.MAC, Address: s.Node.Prefix()}

@@ -90,6 +90,9 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 	default:
 		a = append(a, "-M", "q35,smm=off,vmport=off", "-cpu", "max")
 	}
+	if !c.RTCBase.IsZero() {
+		a = append(a, "-rtc", "base="+c.RTCBase.UTC().Format("2006-01-02T15:04:05"))
+	}
 	switch c.Mode {
 	case ModeVmlinux:
 		a = append(a, "-kernel", c.Kernel, "-initrd", c.Initramfs, "-append", strings.Join(kernelArgs(c, tscKHz), " "))

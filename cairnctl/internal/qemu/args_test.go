@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -35,6 +36,10 @@ func TestArgsGolden(t *testing.T) {
 		{"iso-bios", func(c *Config) { c.Mode = ModeISO }},
 		{"iso-uefi", func(c *Config) { c.Mode = ModeISO; c.UEFI = true; c.Cmdline = nil }},
 		{"raw", func(c *Config) { c.Mode = ModeRaw; c.L2 = l2 }},
+		{"vmlinux-restarted-later", func(c *Config) {
+			c.RTCBase = time.Date(2027, 9, 23, 10, 0, 0, 0, time.UTC)
+			c.HostPorts = map[int]int{APIPort: 41000}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -175,5 +180,20 @@ func TestCommandNice(t *testing.T) {
 func TestKillWithoutPIDFile(t *testing.T) {
 	if err := Kill(t.TempDir()); err != nil {
 		t.Errorf("Kill(dir without qemu.pid) = %v, want nil", err)
+	}
+}
+
+// A restarted node keeps the host ports its clients know; the others are picked free.
+func TestNewKeepsHostPorts(t *testing.T) {
+	v, err := New(Config{Name: "cp1", Dir: t.TempDir(), Kernel: "/out/vmlinux", Initramfs: "/out/initramfs.cpio.zst",
+		Ports: []int{6443}, HostPorts: map[int]int{APIPort: 41000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.APIHostPort(); got != 41000 {
+		t.Errorf("APIHostPort() = %d, want the pinned 41000", got)
+	}
+	if got := v.HostPort(6443); got == 0 || got == 41000 {
+		t.Errorf("HostPort(6443) = %d, want a free port of its own", got)
 	}
 }

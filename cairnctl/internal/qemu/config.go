@@ -10,6 +10,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/cairn-os/cairn/api/config"
 )
@@ -83,8 +84,14 @@ type Config struct {
 	// KernelLog keeps the kernel's full log on the console (vmlinux mode drops "quiet").
 	KernelLog bool
 	Ports     []int // extra guest TCP ports to forward from free host ports (6443, 50001, ...)
-	Disks     []Disk
-	L2        *L2
+	// HostPorts pins guest ports to these host ports (a restarted node keeps the ports its clients
+	// know); the others get free ones.
+	HostPorts map[int]int
+	// RTCBase starts the guest's real-time clock at this time instead of the host's (a node rebooting
+	// months later, for certificate renewal tests); zero: the host's time.
+	RTCBase time.Time
+	Disks   []Disk
+	L2      *L2
 
 	// Artifacts (absolute paths): Kernel and Initramfs for ModeVmlinux, ISO or Raw for the others.
 	// Payload (vmlinux mode, optional) is attached as a read-only disk: the ISO and the raw disk carry

@@ -42,11 +42,19 @@ func New(c Config) (*VM, error) {
 			guest = append(guest, g)
 		}
 	}
-	host, err := freePorts(len(guest))
-	if err != nil {
-		return nil, fmt.Errorf("qemu: free host ports for guest ports %v: %w", guest, err)
+	var free []int
+	for _, g := range guest {
+		if h := c.HostPorts[g]; h != 0 {
+			v.ports[g] = h
+		} else {
+			free = append(free, g)
+		}
 	}
-	for i, g := range guest {
+	host, err := freePorts(len(free))
+	if err != nil {
+		return nil, fmt.Errorf("qemu: free host ports for guest ports %v: %w", free, err)
+	}
+	for i, g := range free {
 		v.ports[g] = host[i]
 	}
 	if v.tscKHz == 0 && c.Mode == ModeVmlinux && c.Machine == MachineMicrovm {
