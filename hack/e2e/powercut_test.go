@@ -77,7 +77,7 @@ func powerCut(t *testing.T, name string, at time.Duration) bool {
 	_ = initCmd.Wait()
 	out.Close()
 	progress, _ := os.ReadFile(out.Name())
-	t.Logf("cut %.0fs into Init; cairnctl init had printed:\n%s", at.Seconds(), tailString(string(progress), 1500))
+	t.Logf("cut %.0fs into Init; the end of cairnctl init's output:\n%s", at.Seconds(), tailString(string(progress), 1500))
 
 	before := map[string]string{}
 	for _, v := range []string{"state", "ephemeral", "etcd"} {
@@ -87,12 +87,23 @@ func powerCut(t *testing.T, name string, at time.Duration) bool {
 
 	mustCtl(t, 10*time.Minute, "cluster", "start", "--name", c.Name, "--state-dir", stateDir, "--image-dir", imageDir)
 	// A node that had taken its lock resumes by itself and answers with mutual TLS only; one that had not
-	// is back in maintenance mode and gets Init again, as its operator would give it.
+	// is back in maintenance mode and gets Init again, as its operator would give it. Until it has read
+	// its lock, a node answers neither.
 	var s statusResp
-	if r := ctlQuiet(time.Minute, append(maint(), "status", "-o", "json")...); r.err == nil &&
-		json.Unmarshal([]byte(r.stdout), &s) == nil && s.State == "Boot" && s.LockedBy == "" {
-		t.Logf("the node came back unlocked, in maintenance mode: Init again")
-		mustCtl(t, restartTimeout+initTimeout, append(maint(), "init", "--config", c.nodeConfig(0))...)
+	for deadline := time.Now().Add(bootTimeout); ; time.Sleep(2 * time.Second) {
+		if r := ctlQuiet(20*time.Second, append(c.mtls(0), "status", "-o", "json")...); r.err == nil {
+			t.Logf("the node came back locked: it resumes by itself")
+			break
+		}
+		if r := ctlQuiet(20*time.Second, append(maint(), "status", "-o", "json")...); r.err == nil &&
+			json.Unmarshal([]byte(r.stdout), &s) == nil && s.State == "Boot" && s.LockedBy == "" {
+			t.Logf("the node came back unlocked, in maintenance mode: Init again")
+			mustCtl(t, restartTimeout+initTimeout, append(maint(), "init", "--config", c.nodeConfig(0))...)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node answered neither with mutual TLS nor in maintenance mode within %v of its power-on", bootTimeout)
+		}
 	}
 	s = waitStatus(t, func() []string { return c.mtls(0) }, restartTimeout+initTimeout, func(s statusResp) bool {
 		return s.State == "Running" || s.LastError != "" && s.State != "Init" && s.State != "Boot"
@@ -140,30 +151,31 @@ func powerCut(t *testing.T, name string, at time.Duration) bool {
 }
 
 // filesystemUUID is the UUID of the filesystem on the disk image's first partition (Cairn partitions its
-// disks), "" when there is none yet. The image is read through a read-only loop device.
+// disks), "" when there is none yet. The image is read in place (blkid at the partition's offset).
 func filesystemUUID(t *testing.T, img string) string {
 	t.Helper()
-	if _, err := os.Stat(img); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dev, err := exec.CommandContext(ctx, "losetup", "--find", "--show", "--read-only", "--partscan", img).Output()
-	if err != nil {
-		t.Fatalf("losetup %s: %v", img, err)
-	}
-	loop := strings.TrimSpace(string(dev))
-	defer exec.Command("losetup", "--detach", loop).Run()
-	for _, p := range []string{loop + "p1", loop} {
-		if _, err := os.Stat(p); err != nil {
-			continue
+	offset := int64(0)
+	if out, err := exec.CommandContext(ctx, "sfdisk", "--json", img).Output(); err == nil {
+		var pt struct {
+			PartitionTable struct {
+				SectorSize int64 `json:"sectorsize"`
+				Partitions []struct {
+					Start int64 `json:"start"`
+				} `json:"partitions"`
+			} `json:"partitiontable"`
 		}
-		out, _ := exec.CommandContext(ctx, "blkid", "-p", "-s", "UUID", "-o", "value", p).Output()
-		if u := strings.TrimSpace(string(out)); u != "" {
-			return u
+		if err := json.Unmarshal(out, &pt); err != nil {
+			t.Fatalf("sfdisk --json %s: %v", img, err)
 		}
+		if len(pt.PartitionTable.Partitions) == 0 {
+			return "" // a table without a partition yet: no filesystem
+		}
+		offset = pt.PartitionTable.Partitions[0].Start * max(pt.PartitionTable.SectorSize, 512)
 	}
-	return ""
+	out, _ := exec.CommandContext(ctx, "blkid", "-p", "-O", strconv.FormatInt(offset, 10), "-s", "UUID", "-o", "value", img).Output()
+	return strings.TrimSpace(string(out))
 }
 
 func uniq(s []string) []string {
