@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestVIPLink(t *testing.T) {
 	if err != nil || (link != "nic0" && link != "nic0-peer") {
 		t.Fatalf("Add(%s) = %q, %v, want one of the veth pair", vip, link, err)
 	}
-	if !hasAddr(t, h, link, "10.77.0.100/32") {
+	if !slices.Contains(addrs(t, h, link), "10.77.0.100/32") {
 		t.Errorf("%s has no 10.77.0.100/32 after Add", link)
 	}
 	if _, err := v.Add(vip); err != nil {
@@ -127,28 +128,10 @@ func TestVIPLink(t *testing.T) {
 	if err := v.Remove(vip); err != nil {
 		t.Fatalf("Remove() = %v", err)
 	}
-	if hasAddr(t, h, link, "10.77.0.100/32") {
+	if slices.Contains(addrs(t, h, link), "10.77.0.100/32") {
 		t.Errorf("%s still has the VIP after Remove", link)
 	}
 	if err := v.Remove(vip); err != nil {
 		t.Errorf("a second Remove() = %v, want nil", err)
 	}
-}
-
-func hasAddr(t *testing.T, h *netlink.Handle, link, want string) bool {
-	t.Helper()
-	l, err := h.LinkByName(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if a.IPNet.String() == want {
-			return true
-		}
-	}
-	return false
 }

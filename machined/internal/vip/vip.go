@@ -10,6 +10,7 @@
 package vip
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,15 +93,8 @@ func (h *Holder) setHolder(n string) {
 	}
 }
 
-func (h *Holder) ttl() time.Duration   { return cmpOr(h.TTL, DefaultTTL) }
-func (h *Holder) renew() time.Duration { return cmpOr(h.Renew, DefaultRenew) }
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}
+func (h *Holder) ttl() time.Duration   { return cmp.Or(h.TTL, DefaultTTL) }
+func (h *Holder) renew() time.Duration { return cmp.Or(h.Renew, DefaultRenew) }
 
 // Run takes part in the election until ctx ends; a holder then releases the address. Errors (etcd not
 // answering) are logged when they change and retried every renewal period.
