@@ -41,15 +41,17 @@ type payloadSource struct {
 	hurry bool // someone waits for the early search: it runs at normal priority
 }
 
-func newPayloadSource(scanner inventory.Scanner, log *slog.Logger) *payloadSource {
+func newPayloadSource(scanner inventory.Scanner, load func(names ...string), log *slog.Logger) *payloadSource {
 	return &payloadSource{log: log, done: make(chan struct{}), sumFile: payload.SumFile,
 		finder: bootmedium.Finder{Disks: scanner.Scan, Opener: inventory.OSOpener{}, Mounter: sys.Mounter{},
-			AttachLoop: sys.AttachLoop, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
+			AttachLoop: sys.AttachLoop, LoadModules: load, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
 }
 
-// early starts the search once the kernel modules are loaded (the CD and USB drivers, isofs); log is
-// machined's log, which `cairnctl logs machined` shows. A configured node needs its payload at once
-// (urgent): its search runs at normal priority from the start.
+// early starts the search once the disk controllers' drivers are loaded (disks), not every module: the
+// search then runs while the rest load. A medium whose driver is among the rest (a USB stick) is found by
+// the workload's own search, which runs once every module is loaded. log is machined's log, which
+// `cairnctl logs machined` shows. A configured node needs its payload at once (urgent): its search runs
+// at normal priority from the start.
 func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent bool) {
 	p.once.Do(func() {
 		p.log, p.finder.Log = log, log
@@ -73,7 +75,7 @@ func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent 
 			case errors.Is(p.err, bootmedium.ErrNoPayload):
 				p.log.Info("payload", "note", p.err)
 			case p.err != nil:
-				p.log.Error("payload", "error", p.err)
+				p.log.Warn("payload: not found yet; Init, Join or the start looks again once every driver is loaded", "error", p.err)
 			}
 			p.mu.Lock()
 			p.tid = 0

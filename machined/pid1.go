@@ -86,7 +86,8 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	addresses := func() []net.IP { return et.addresses() }
 	// A bond or a VLAN needs its driver, and there is no modprobe for the kernel to ask.
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
-	pay := newPayloadSource(inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, log)
+	pay := newPayloadSource(inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"},
+		func(names ...string) { mods.load("payload medium", func() []string { return names }) }, log)
 	wd := &hardwareWatchdog{}
 	plat := platform{
 		netState: cfgr,
@@ -108,7 +109,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		// load behind it.
 		handle: func(n *node.Node, log *slog.Logger, bus *events.Bus) {
 			mods.background()
-			pay.early(mods.all, log, n.Status().LockedBy != "")
+			pay.early(mods.disks, log, n.Status().LockedBy != "")
 			go pay.hurryOnSequence(bus)
 			go wd.run(mods.all, n, log, bus)
 			handleSignals(n, log)

@@ -53,6 +53,9 @@ type Finder struct {
 	AttachLoop func(file string) (device string, err error)
 	// MediumDir is where an ISO medium is mounted (and stays mounted while the payload is in use).
 	MediumDir string
+	// LoadModules loads kernel modules before they are needed (isofs for an ISO medium: the node has no
+	// modprobe for the kernel to ask); nil when they are built in or loaded already.
+	LoadModules func(names ...string)
 	// Wait is how long a search that finds nothing is repeated: a USB stick appears seconds after its
 	// driver loads. Zero searches once.
 	Wait time.Duration
@@ -185,6 +188,9 @@ func (f Finder) try(ctx context.Context, c candidate, want payload.Sum, target s
 func (f Finder) openISO(dev string) (file, why string, err error) {
 	if err := os.MkdirAll(f.MediumDir, 0o755); err != nil {
 		return "", "", fmt.Errorf("payload: %w", err)
+	}
+	if f.LoadModules != nil {
+		f.LoadModules("isofs")
 	}
 	if err := f.Mounter.Mount(dev, f.MediumDir, "iso9660", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
 		return "", "cannot be mounted: " + err.Error(), nil
