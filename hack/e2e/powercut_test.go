@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,7 +129,7 @@ func powerCut(t *testing.T, name string, at time.Duration) bool {
 	}
 	formattedTwice := false
 	for _, v := range []string{"state", "ephemeral", "etcd"} {
-		uuids := uniq(mounted[v])
+		uuids := slices.Compact(slices.Sorted(slices.Values(mounted[v])))
 		if len(uuids) != 1 {
 			t.Errorf("volume %s: mounted filesystems %v, want exactly one", v, uuids)
 			continue
@@ -176,25 +177,6 @@ func filesystemUUID(t *testing.T, img string) string {
 	}
 	out, _ := exec.CommandContext(ctx, "blkid", "-p", "-O", strconv.FormatInt(offset, 10), "-s", "UUID", "-o", "value", img).Output()
 	return strings.TrimSpace(string(out))
-}
-
-func uniq(s []string) []string {
-	var out []string
-	for _, x := range s {
-		if !contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 func envInt(t *testing.T, name string, def int) int {
