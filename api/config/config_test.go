@@ -152,6 +152,10 @@ func TestValidateFields(t *testing.T) {
 		{"bad name", func(c *MachineConfig) { c.Cluster.Name = "Demo_1" }, "cluster.name"},
 		{"bad id", func(c *MachineConfig) { c.Cluster.ID = "xyz" }, "cluster.id"},
 		{"bad hostname", func(c *MachineConfig) { c.Machine.Hostname = "-x" }, "machine.hostname"},
+		{"upgrade key", func(c *MachineConfig) {
+			c.Machine.Upgrade.PublicKey = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+		}, ""},
+		{"upgrade key not Ed25519", func(c *MachineConfig) { c.Machine.Upgrade.PublicKey = "c2hvcnQ=" }, "machine.upgrade.publicKey"},
 		{"static address", func(c *MachineConfig) {
 			c.Machine.Network.Interfaces = []Interface{{Name: "eth0", Addresses: []string{"10.5.0.2"}}}
 		}, "machine.network.interfaces[0].addresses[0]"},

@@ -50,6 +50,16 @@ type Machine struct {
 	// as image names spell it (docker.io, ghcr.io, registry.example.com:5000). Images the node carries
 	// never need a registry; these are for the ones it does not.
 	Registries map[string]Registry `yaml:"registries,omitempty" json:"registries,omitempty"`
+	// Upgrade says which upgrade bundles the node takes.
+	Upgrade Upgrade `yaml:"upgrade,omitempty" json:"upgrade,omitempty"`
+}
+
+// Upgrade says which upgrade bundles (api/upgrade) the node takes.
+type Upgrade struct {
+	// PublicKey is an Ed25519 public key, its 32 bytes in base64 (cairnctl gen upgrade-key prints one):
+	// when set, the node takes only bundles signed by its key; unset, any bundle whose parts match its
+	// manifest.
+	PublicKey string `yaml:"publicKey,omitempty" json:"publicKey,omitempty"`
 }
 
 // Registry is how containerd talks to one registry host: mirrors to try first, the CA that signs its

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/api/pki"
+	"github.com/cairn-os/cairn/api/upgrade"
 )
 
 var (
@@ -108,6 +109,11 @@ func Validate(c *MachineConfig) error {
 		e.add("cluster.coreDNS.replicas", "must not be negative")
 	}
 	validateRegistries(m.Registries, &e)
+	if k := m.Upgrade.PublicKey; k != "" {
+		if _, err := upgrade.ParsePublicKey(k); err != nil {
+			e.add("machine.upgrade.publicKey", "%v", err)
+		}
+	}
 	if cl.Etcd.QuotaBackendBytes < 0 {
 		e.add("cluster.etcd.quotaBackendBytes", "must not be negative")
 	}

@@ -63,8 +63,8 @@ func PartitionLabel(slot string) string { return "CAIRN-PAYLOAD-" + slot }
 // Sum is what the payload image must be: its SHA-256 and its length in bytes. The length says how much of
 // a partition (which is larger than the image) the hash covers.
 type Sum struct {
-	SHA256 string // 64 hex digits
-	Size   int64
+	SHA256 string `json:"sha256"` // 64 hex digits
+	Size   int64  `json:"size"`
 }
 
 // String is SumFile's content: "HEX SIZE".
