@@ -1,6 +1,7 @@
 // Command mkimage builds Cairn's boot artifacts into _out (see image/internal/build):
 //
 //	go run ./image/cmd/mkimage [-out _out] [-machined _out/machined] [-bundle _out/bundle] [-no-iso] [-no-raw]
+//	go run ./image/cmd/mkimage -out OUT2 -payload-image _out/payload.squashfs -version V2   # a second image, in seconds
 //	go run ./image/cmd/mkimage -repro-check    # build twice, compare sha256
 //
 // SOURCE_DATE_EPOCH fixes every timestamp; it defaults to the last git commit's time.
@@ -37,8 +38,11 @@ func main() {
 	flag.StringVar(&c.Machined, "machined", "_out/machined", "machined binary to ship as /sbin/machined")
 	flag.StringVar(&c.Init, "init", "", "prebuilt init binary (default: go build ./init)")
 	flag.StringVar(&c.BundleDir, "bundle", "_out/bundle", "Kubernetes bundle directory (skipped when absent)")
+	flag.StringVar(&c.PayloadImage, "payload-image", "", "use this payload image, made by another build (e.g. _out/payload.squashfs), instead of packing -bundle: "+
+		"it is linked or copied to OUT/payload.squashfs and the root image records its sum, so an image that differs only in -version or -machined builds in seconds")
+	flag.StringVar(&c.SignKey, "sign-key", "", "PEM file of the Ed25519 key that signs cairn-upgrade.tar (cairnctl gen upgrade-key makes one); nodes whose config has machine.upgrade.publicKey take only signed bundles")
 	flag.StringVar(&c.Version, "version", "", "version for os-release (default: git describe)")
-	flag.StringVar(&c.Cmdline, "cmdline", "console=tty0 console=ttyS0", "kernel command line of the ISO and raw disk")
+	flag.StringVar(&c.Cmdline, "cmdline", "console=tty0 console=ttyS0 panic=10", "kernel command line of the ISO and raw disk (panic=10: a kernel that panics reboots, so a disk with A/B slots falls back to the other slot)")
 	flag.StringVar(&c.HostRoot, "host-root", "/", "where the kernel, modules and tools are taken from")
 	flag.StringVar(&rawSize, "raw-size", "4G", "size of cairn.raw (sparse), with suffix M or G")
 	flag.BoolVar(&noISO, "no-iso", false, "skip cairn.iso")

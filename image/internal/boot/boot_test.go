@@ -1,13 +1,19 @@
 package boot
 
 import (
+	"bytes"
+	"context"
 	"debug/pe"
 	"encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/api/upgrade"
 )
 
 func TestUKILayout(t *testing.T) {
@@ -24,7 +30,8 @@ func TestUKILayout(t *testing.T) {
 }
 
 func TestESPSize(t *testing.T) {
-	for uki, want := range map[int64]int64{1 * mib: 64 * mib, 100 * mib: 240 * mib, 20 * mib: 80 * mib} {
+	// Three UKIs and 32 MiB, rounded up to 16 MiB, at least 64 MiB: 28 MiB is about today's UKI.
+	for uki, want := range map[int64]int64{1 * mib: 64 * mib, 100 * mib: 336 * mib, 20 * mib: 96 * mib, 28 * mib: 128 * mib} {
 		if got := ESPSize(uki); got != want {
 			t.Errorf("ESPSize(%d MiB) = %d MiB, want %d MiB", uki/mib, got/mib, want/mib)
 		}
@@ -110,4 +117,170 @@ menuentry "Cairn" {
 	if diff := cmp.Diff(want, grubCfg("console=ttyS0")); diff != "" {
 		t.Errorf("grubCfg() (-want +got):\n%s", diff)
 	}
+}
+
+// needTools skips a test that runs the real build tools when this host lacks one (hack/deps.sh image
+// installs them all).
+func needTools(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{Stub, SystemdBoot} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("no %s: %v", f, err)
+		}
+	}
+	for _, tool := range []string{"objcopy", "sgdisk", "mformat", "mmd", "mcopy", "mdir", "mtype"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s: %v", tool, err)
+		}
+	}
+}
+
+// testUKIConfig is a UKI of stand-in kernel and initramfs files: objcopy does not look inside them.
+func testUKIConfig(t *testing.T, dir string) UKIConfig {
+	t.Helper()
+	c := UKIConfig{
+		Kernel: filepath.Join(dir, "vmlinuz"), Initramfs: filepath.Join(dir, "initramfs"), Cmdline: "console=ttyS0",
+		Version: "v0.0.0-test", Out: filepath.Join(dir, "cairn.efi"), Work: filepath.Join(dir, "uki-work"), Epoch: 1700000000,
+	}
+	for f, content := range map[string]string{c.Kernel: "kernel bytes", c.Initramfs: "initramfs bytes"} {
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func checkOSRelease(t *testing.T, osrel string) {
+	t.Helper()
+	for _, line := range strings.Split(osrel, "\n") {
+		if strings.HasPrefix(line, "ID=") || strings.HasPrefix(line, "IMAGE_ID=") {
+			t.Errorf("os-release has %q: systemd-boot would sort the entries by VERSION instead of by name", line)
+		}
+	}
+	for _, want := range []string{"NAME=Cairn\n", "VERSION=v0.0.0-test\n"} {
+		if !strings.Contains(osrel, want) {
+			t.Errorf("os-release %q lacks %q (systemd-boot needs a name and a version to list a UKI)", osrel, want)
+		}
+	}
+}
+
+func TestOSReleaseHasNoSortKey(t *testing.T) {
+	checkOSRelease(t, OSRelease("v0.0.0-test"))
+}
+
+// The .osrel section of a built UKI is what systemd-boot reads, so check it there as well.
+func TestUKIOSRelease(t *testing.T) {
+	needTools(t)
+	c := testUKIConfig(t, t.TempDir())
+	if err := BuildUKI(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	f, err := pe.Open(c.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, want := range map[string]string{".cmdline": "console=ttyS0\x00", ".linux": "kernel bytes", ".initrd": "initramfs bytes"} {
+		if got := section(t, f, name); got != want {
+			t.Errorf("UKI section %s = %q, want %q", name, got, want)
+		}
+	}
+	checkOSRelease(t, section(t, f, ".osrel"))
+	if _, err := os.Stat(c.Work); !os.IsNotExist(err) {
+		t.Errorf("BuildUKI left its work directory: %v", err)
+	}
+}
+
+// section reads a PE section's content, without the padding to the file alignment.
+func section(t *testing.T, f *pe.File, name string) string {
+	t.Helper()
+	s := f.Section(name)
+	if s == nil {
+		t.Fatalf("UKI has no %s section", name)
+	}
+	b, err := s.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b[:min(len(b), int(s.VirtualSize))])
+}
+
+// The raw disk's ESP holds systemd-boot at the removable-media path, its loader.conf, and the UKI as
+// the first entry; and two builds of it are the same bytes.
+func TestRawESP(t *testing.T) {
+	needTools(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	uc := testUKIConfig(t, dir)
+	if err := BuildUKI(ctx, uc); err != nil {
+		t.Fatal(err)
+	}
+	disks := []string{filepath.Join(dir, "a.raw"), filepath.Join(dir, "b.raw")}
+	for _, d := range disks {
+		err := Raw(ctx, RawConfig{UKI: uc.Out, Version: uc.Version, Out: d, Work: filepath.Join(dir, "raw-work"), Epoch: uc.Epoch, Size: 66 * mib})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := os.ReadFile(disks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(disks[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("two builds of the raw disk differ")
+	}
+
+	esp := disks[0] + "@@1M" // mtools' syntax for the file system at that offset: partition 1
+	mtools := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(args[0], append([]string{"-i", esp}, args[1:]...)...)
+		cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	listing := mtools("mdir", "-/", "-b", "::")
+	var files []string
+	for _, l := range strings.Fields(listing) {
+		if !strings.HasSuffix(l, "/") {
+			files = append(files, strings.TrimPrefix(l, "::/"))
+		}
+	}
+	want := []string{"EFI/BOOT/BOOTX64.EFI", "EFI/Linux/cairn-1-a.efi", "loader/loader.conf"}
+	if diff := cmp.Diff(want, files); diff != "" {
+		t.Errorf("ESP files (-want +got):\n%s\nmdir:\n%s", diff, listing)
+	}
+	if got := mtools("mtype", "::/"+upgrade.LoaderConf); got != upgrade.LoaderConfText {
+		t.Errorf("loader.conf = %q, want %q", got, upgrade.LoaderConfText)
+	}
+	for p, src := range map[string]string{upgrade.LoaderPath: SystemdBoot, upgrade.EntriesDir + "/" + FirstEntry.FileName(): uc.Out} {
+		got := filepath.Join(dir, "got")
+		os.Remove(got)
+		mtools("mcopy", "::/"+p, got)
+		if !sameContent(t, got, src) {
+			t.Errorf("ESP's %s is not %s", p, src)
+		}
+	}
+	if out, err := exec.Command("sgdisk", "-i", "1", disks[0]).CombinedOutput(); err != nil || !strings.Contains(string(out), "'"+upgrade.ESPLabel+"'") {
+		t.Errorf("partition 1 is not named %s: %v: %s", upgrade.ESPLabel, err, out)
+	}
+}
+
+func sameContent(t *testing.T, a, b string) bool {
+	t.Helper()
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(x, y)
 }

@@ -1,6 +1,6 @@
 // Package boot makes the bootable containers around the kernel and initramfs: a hybrid BIOS/UEFI ISO
 // (GRUB through grub-mkrescue), a unified kernel image (systemd's EFI stub), and a sparse GPT disk whose
-// EFI system partition boots that UKI. Each is byte-identical across builds of the same inputs: every
+// EFI system partition boots that UKI through systemd-boot. Each is byte-identical across builds of the same inputs: every
 // tool gets SOURCE_DATE_EPOCH, and GUIDs and serial numbers are derived from the inputs.
 package boot
 

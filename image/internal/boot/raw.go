@@ -8,15 +8,20 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/upgrade"
 )
 
 // RawConfig are the inputs of Raw.
 type RawConfig struct {
+	// UKI is the unified kernel image to boot (BuildUKI); "" builds one from Kernel, Initramfs, Cmdline
+	// and Version.
+	UKI                                 string
 	Kernel, Initramfs, Cmdline, Version string
 	// Payload is the payload image, written to slot A's partition; "" for none.
 	Payload   string
@@ -38,21 +43,31 @@ const SlotSize = 512 * mib
 
 // BootPartitionName is the GPT name of the ESP; machined recognises the disk it booted from by it and
 // never offers that disk for a volume. The ISO's volume ID, "CAIRN", plays the same part.
-const BootPartitionName = "CAIRN-EFI"
+const BootPartitionName = upgrade.ESPLabel
 
-// ESPSize gives the EFI system partition room for two UKIs (the running one and an upgrade), with
-// FAT32's minimum of 64 MiB.
+// ESPSize gives the EFI system partition room for three UKIs during an upgrade: the running slot's
+// entry, the other slot's, and the new one being written before the old one it replaces is removed.
+// The 32 MiB on top hold systemd-boot and FAT's own structures; FAT32's minimum is 64 MiB.
 func ESPSize(uki int64) int64 {
-	s := 2*uki + 32*mib
+	s := 3*uki + 32*mib
 	s = (s + 16*mib - 1) / (16 * mib) * (16 * mib)
 	return max(s, 64*mib)
 }
 
-// Raw builds a sparse GPT disk: partition 1 is the ESP holding the UKI as \EFI\BOOT\BOOTX64.EFI (the
-// removable-media path every UEFI firmware boots without NVRAM entries); partitions 2 and 3 are the
-// payload slots A and B (api/payload.PartitionLabel), A holding the payload image from its first byte
-// and B empty until an upgrade writes it. Cairn's volumes go on other disks: machined never offers
-// the boot disk for one.
+// FirstEntry is the boot entry of a new disk: generation 1, slot A, not on trial.
+var FirstEntry = upgrade.Entry{Gen: 1, Slot: payload.SlotA}
+
+// espFile is a file on the ESP and where its content comes from.
+type espFile struct {
+	path, src string
+}
+
+// Raw builds a sparse GPT disk: partition 1 is the ESP, with systemd-boot as \EFI\BOOT\BOOTX64.EFI
+// (the removable-media path every UEFI firmware boots without NVRAM entries), its loader.conf, and the
+// UKI as slot A's first entry in EFI/Linux (api/upgrade); partitions 2 and 3 are the payload slots A
+// and B (api/payload.PartitionLabel), A holding the payload image from its first byte and B empty
+// until an upgrade writes it. Cairn's volumes go on other disks: machined never offers the boot disk
+// for one.
 func Raw(ctx context.Context, c RawConfig) error {
 	if err := os.RemoveAll(c.Work); err != nil {
 		return err
@@ -61,20 +76,16 @@ func Raw(ctx context.Context, c RawConfig) error {
 		return err
 	}
 	defer os.RemoveAll(c.Work)
-	osrel := filepath.Join(c.Work, "os-release")
-	cmdline := filepath.Join(c.Work, "cmdline")
-	uki := filepath.Join(c.Work, "BOOTX64.EFI")
-	if err := os.WriteFile(osrel, []byte(fmt.Sprintf("NAME=Cairn\nID=cairn\nVERSION=%s\nVERSION_ID=%s\n", c.Version, c.Version)), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(cmdline, []byte(c.Cmdline+"\x00"), 0o644); err != nil {
-		return err
-	}
-	err := UKI(ctx, Stub, uki, []ukiSection{
-		{".osrel", osrel}, {".cmdline", cmdline}, {".linux", c.Kernel}, {".initrd", c.Initramfs},
-	}, c.Epoch)
-	if err != nil {
-		return err
+	uki := c.UKI
+	if uki == "" {
+		uki = filepath.Join(c.Work, "uki.efi")
+		err := BuildUKI(ctx, UKIConfig{
+			Kernel: c.Kernel, Initramfs: c.Initramfs, Cmdline: c.Cmdline, Version: c.Version,
+			Out: uki, Work: filepath.Join(c.Work, "uki"), Epoch: c.Epoch,
+		})
+		if err != nil {
+			return err
+		}
 	}
 	fi, err := os.Stat(uki)
 	if err != nil {
@@ -84,8 +95,17 @@ func Raw(ctx context.Context, c RawConfig) error {
 	if espStart+espSize+mib > c.Size {
 		return fmt.Errorf("disk size %d is too small for a %d-byte ESP", c.Size, espSize)
 	}
+	loaderConf := filepath.Join(c.Work, "loader.conf")
+	if err := os.WriteFile(loaderConf, []byte(upgrade.LoaderConfText), 0o644); err != nil {
+		return err
+	}
 	esp := filepath.Join(c.Work, "esp.img")
-	if err := makeESP(ctx, esp, uki, espSize, c.Epoch); err != nil {
+	files := []espFile{
+		{upgrade.LoaderPath, SystemdBoot},
+		{upgrade.LoaderConf, loaderConf},
+		{path.Join(upgrade.EntriesDir, FirstEntry.FileName()), uki},
+	}
+	if err := makeESP(ctx, esp, c.Work, files, espSize, c.Epoch); err != nil {
 		return err
 	}
 	if err := os.Remove(c.Out); err != nil && !os.IsNotExist(err) {
@@ -134,22 +154,38 @@ func Raw(ctx context.Context, c RawConfig) error {
 	return nil
 }
 
-// makeESP formats a FAT32 image with mtools (no root, no loop device) and copies the UKI in. The
-// volume serial is fixed and mtools stamps directory entries with SOURCE_DATE_EPOCH.
-func makeESP(ctx context.Context, img, uki string, size, epoch int64) error {
+// makeESP formats a FAT32 image with mtools (no root, no loop device) and copies the files in, each
+// directory made and each file copied in the order given. The volume serial is fixed, mtools stamps
+// directory entries with SOURCE_DATE_EPOCH, and each file is copied from work with its time set to the
+// epoch (mcopy -m keeps a file's time; the originals, like systemd-boot's, are not touched).
+func makeESP(ctx context.Context, img, work string, files []espFile, size, epoch int64) error {
 	if err := makeSparse(img, size); err != nil {
 		return err
 	}
 	t := time.Unix(epoch, 0)
-	if err := os.Chtimes(uki, t, t); err != nil {
-		return err
-	}
-	env := append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(epoch, 10), "MTOOLS_SKIP_CHECK=1")
 	cmds := [][]string{
 		{"mformat", "-i", img, "-F", "-v", "EFI", "-N", fmt.Sprintf("%08x", uint32(epoch)), "-T", strconv.FormatInt(size/512, 10), "-h", "64", "-s", "32", "::"},
-		{"mmd", "-i", img, "::/EFI", "::/EFI/BOOT"},
-		{"mcopy", "-i", img, "-m", uki, "::/EFI/BOOT/BOOTX64.EFI"},
 	}
+	made := map[string]bool{}
+	for i, f := range files {
+		var dirs []string
+		for d := path.Dir(f.path); d != "." && !made[d]; d = path.Dir(d) {
+			made[d] = true
+			dirs = append([]string{"::/" + d}, dirs...)
+		}
+		if len(dirs) > 0 {
+			cmds = append(cmds, append([]string{"mmd", "-i", img}, dirs...))
+		}
+		src := filepath.Join(work, fmt.Sprintf("esp-%d", i))
+		if err := copyFile(src, f.src); err != nil {
+			return err
+		}
+		if err := os.Chtimes(src, t, t); err != nil {
+			return err
+		}
+		cmds = append(cmds, []string{"mcopy", "-i", img, "-m", src, "::/" + f.path})
+	}
+	env := append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(epoch, 10), "MTOOLS_SKIP_CHECK=1")
 	for _, a := range cmds {
 		cmd := exec.CommandContext(ctx, a[0], a[1:]...)
 		cmd.Env = env

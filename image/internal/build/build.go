@@ -1,9 +1,11 @@
 // Package build runs the image pipeline behind `make image`: kernel, modules, root image, initramfs,
-// ISO and raw disk, each step printing a progress line, with every output reproducible from its inputs.
+// UKI, ISO, raw disk and upgrade bundle, each step printing a progress line, with every output
+// reproducible from its inputs.
 package build
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +13,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cairn-os/cairn/api/config"
 	apipayload "github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/upgrade"
 	"github.com/cairn-os/cairn/image/internal/boot"
 	"github.com/cairn-os/cairn/image/internal/initramfs"
 	"github.com/cairn-os/cairn/image/internal/kernel"
@@ -27,6 +31,11 @@ type Config struct {
 	Machined  string // the machined binary, _out/machined
 	Init      string // a prebuilt init binary; empty builds ./init into Out/init
 	BundleDir string // _out/bundle; absent means no Kubernetes
+	// PayloadImage is a payload image made by another build, used instead of packing BundleDir: an image
+	// that differs from that build only in its boot part (version, machined) is built in seconds.
+	PayloadImage string
+	// SignKey is the PEM file of the Ed25519 key that signs the upgrade bundle ("": unsigned).
+	SignKey string
 	// PayloadOnly stages the payload tree (Out/payload, what sandbox mode runs from) and stops.
 	PayloadOnly bool
 	Epoch       int64  // SOURCE_DATE_EPOCH: every timestamp in every artifact
@@ -52,6 +61,11 @@ const (
 	Initramfs = "initramfs.cpio.zst"
 	ISOName   = "cairn.iso"
 	RawName   = "cairn.raw"
+	// UKIName is the unified kernel image (kernel, initramfs, command line): the raw disk's first boot
+	// entry, and the one the upgrade bundle carries.
+	UKIName = "cairn.efi"
+	// UpgradeBundle is the upgrade bundle (api/upgrade): the UKI and the payload image with a manifest.
+	UpgradeBundle = "cairn-upgrade.tar"
 )
 
 type builder struct {
@@ -72,23 +86,29 @@ func Run(ctx context.Context, c Config) error {
 	if c.PayloadOnly {
 		return payload.Stage(b.payloadConfig(), b.logf)
 	}
+	// on is asked when the step's turn comes: whether there is a payload image is known only after the
+	// payload step.
+	always := func() bool { return true }
+	hasPayload := func() bool { return b.payloadImage() != "" }
 	steps := []struct {
 		name string
 		run  func(context.Context) error
-		on   bool
+		on   func() bool
 	}{
-		{"kernel", b.kernel, true},
-		{"init", b.init, true},
-		{"modules", b.modules, true},
-		{"payload", b.payload, true},
-		{"rootfs", b.rootfs, true},
-		{"initramfs", b.initramfs, true},
-		{"iso", b.iso, c.ISO},
-		{"raw", b.raw, c.Raw},
+		{"kernel", b.kernel, always},
+		{"init", b.init, always},
+		{"modules", b.modules, always},
+		{"payload", b.payload, always},
+		{"rootfs", b.rootfs, always},
+		{"initramfs", b.initramfs, always},
+		{"uki", b.uki, func() bool { return c.Raw || hasPayload() }},
+		{"iso", b.iso, func() bool { return c.ISO }},
+		{"raw", b.raw, func() bool { return c.Raw }},
+		{"bundle", b.bundle, hasPayload},
 	}
 	total := time.Now()
 	for _, s := range steps {
-		if !s.on {
+		if !s.on() {
 			continue
 		}
 		start := time.Now()
@@ -99,7 +119,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, ISOName, RawName} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, UpgradeBundle} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -268,8 +288,12 @@ func (b *builder) payloadConfig() payload.Config {
 	return payload.Config{Bundle: b.BundleDir, Dir: b.out(Payload), Image: b.out(PayloadImage), Epoch: b.Epoch}
 }
 
-// payload packs the bundle into the payload image (cached: an unchanged bundle is not packed again).
+// payload packs the bundle into the payload image (cached: an unchanged bundle is not packed again), or
+// takes the one given.
 func (b *builder) payload(ctx context.Context) error {
+	if b.PayloadImage != "" {
+		return b.importPayload()
+	}
 	if b.BundleDir == "" {
 		b.logf("[payload] no bundle given: the image carries no Kubernetes")
 		return nil
@@ -290,6 +314,40 @@ func (b *builder) payload(ctx context.Context) error {
 	return nil
 }
 
+// importPayload puts the given payload image at Out's payload.squashfs (linked, or copied across file
+// systems) and records its sum. Out's pack stamp goes: it described the tree the image there was packed
+// from, and a later build from the bundle must pack again rather than trust a foreign image.
+func (b *builder) importPayload() error {
+	dst := b.out(PayloadImage)
+	src, err := os.Stat(b.PayloadImage)
+	if err != nil {
+		return fmt.Errorf("-payload-image: %w", err)
+	}
+	if cur, err := os.Stat(dst); err != nil || !os.SameFile(src, cur) {
+		if err := os.Remove(dst + ".stamp"); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		tmp := dst + ".tmp"
+		os.Remove(tmp)
+		if err := os.Link(b.PayloadImage, tmp); err != nil {
+			if err := copyFile(tmp, b.PayloadImage); err != nil {
+				os.Remove(tmp)
+				return err
+			}
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			return err
+		}
+	}
+	sum, err := upgrade.FileSum(dst)
+	if err != nil {
+		return err
+	}
+	b.payloadSum = sum.String()
+	b.logf("[payload] using %s (%s)", b.PayloadImage, human(sum.Size))
+	return nil
+}
+
 // payloadImage is the payload image the boot media carry, "" for an image without Kubernetes.
 func (b *builder) payloadImage() string {
 	if b.payloadSum == "" {
@@ -305,11 +363,80 @@ func (b *builder) iso(ctx context.Context) error {
 	})
 }
 
+// uki builds the unified kernel image once, for the raw disk and the upgrade bundle.
+func (b *builder) uki(ctx context.Context) error {
+	return boot.BuildUKI(ctx, boot.UKIConfig{
+		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Cmdline: b.Cmdline, Version: b.Version,
+		Out: b.out(UKIName), Work: b.out(".uki-work"), Epoch: b.Epoch,
+	})
+}
+
 func (b *builder) raw(ctx context.Context) error {
 	return boot.Raw(ctx, boot.RawConfig{
-		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Payload: b.payloadImage(), Cmdline: b.Cmdline, Version: b.Version,
+		UKI: b.out(UKIName), Payload: b.payloadImage(), Version: b.Version,
 		Out: b.out(RawName), Work: b.out(".raw-work"), Epoch: b.Epoch, Size: b.RawSize,
 	})
+}
+
+// bundle packs the upgrade bundle. It is written beside its final name and renamed, so an interrupted
+// build never leaves a truncated bundle that looks like a whole one.
+func (b *builder) bundle(context.Context) error {
+	var key ed25519.PrivateKey
+	if b.SignKey != "" {
+		data, err := os.ReadFile(b.SignKey)
+		if err != nil {
+			return err
+		}
+		if key, err = upgrade.ParsePrivateKey(data); err != nil {
+			return fmt.Errorf("signing key %s: %w", b.SignKey, err)
+		}
+	}
+	return WriteBundle(b.out(UpgradeBundle), b.Version, b.out(UKIName), b.payloadImage(), key, b.Epoch, b.logf)
+}
+
+// WriteBundle writes the upgrade bundle of a UKI and a payload image to out, signed with key unless nil.
+func WriteBundle(out, version, uki, payloadImage string, key ed25519.PrivateKey, epoch int64, logf func(string, ...any)) error {
+	tmp := out + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // a no-op once renamed
+	m, err := upgrade.Write(f, version, config.KubernetesVersion, uki, payloadImage, key)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := touch(tmp, epoch); err != nil {
+		return err
+	}
+	signed := "unsigned"
+	if key != nil {
+		signed = "signed"
+	}
+	logf("[bundle] %s: version %s, Kubernetes %s, UKI %s, payload %s, %s", filepath.Base(out), m.Version, m.Kubernetes, human(m.UKI.Size), human(m.Payload.Size), signed)
+	return os.Rename(tmp, out)
+}
+
+// copyFile copies src to dst, a new file.
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	return out.Close()
 }
 
 func writeFile(p string, data []byte, epoch int64) error {

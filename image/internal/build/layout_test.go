@@ -1,14 +1,20 @@
 package build
 
 import (
+	"archive/tar"
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/upgrade"
 	"github.com/cairn-os/cairn/image/internal/initramfs"
 )
 
@@ -69,4 +75,123 @@ func TestInitramfsLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "initramfs.golden", listing)
+}
+
+func writeTestFile(t *testing.T, p, content string) string {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The upgrade bundle is what api/upgrade reads, member by member, and the same bytes every build.
+func TestUpgradeBundle(t *testing.T) {
+	dir := t.TempDir()
+	uki := writeTestFile(t, filepath.Join(dir, UKIName), "the UKI")
+	pl := writeTestFile(t, filepath.Join(dir, PayloadImage), "the payload image")
+	out := filepath.Join(dir, UpgradeBundle)
+	var tars [2][]byte
+	for i := range tars {
+		if err := WriteBundle(out, "v9.9.9-test", uki, pl, nil, 1700000000, t.Logf); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tars[i] = b
+	}
+	if !bytes.Equal(tars[0], tars[1]) {
+		t.Errorf("two bundles of the same files differ")
+	}
+	if _, err := os.Stat(out + ".tmp"); !os.IsNotExist(err) {
+		t.Errorf("WriteBundle left its temporary file: %v", err)
+	}
+	r, err := upgrade.NewReader(bytes.NewReader(tars[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := r.Manifest; m.Version != "v9.9.9-test" || m.Kubernetes != config.KubernetesVersion {
+		t.Errorf("manifest = %+v, want version v9.9.9-test and Kubernetes %s", m, config.KubernetesVersion)
+	}
+	// Read the members in the order the bundle has them (api/upgrade decides it), each checked against
+	// the manifest.
+	content := map[string]string{upgrade.UKIName: "the UKI", upgrade.PayloadName: "the payload image"}
+	sums := map[string]payload.Sum{upgrade.UKIName: r.Manifest.UKI, upgrade.PayloadName: r.Manifest.Payload}
+	tr := tar.NewReader(bytes.NewReader(tars[0]))
+	var order []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != upgrade.ManifestName {
+			order = append(order, h.Name)
+		}
+	}
+	if len(order) != len(content) {
+		t.Fatalf("bundle members %v, want %d besides the manifest", order, len(content))
+	}
+	for _, name := range order {
+		m, err := r.Next(name, sums[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != content[name] {
+			t.Errorf("member %s = %q, want %q", name, got, content[name])
+		}
+	}
+}
+
+// -payload-image: the image lands in Out, its sum is what the root image records, and Out's pack
+// stamp goes, so a later build from the bundle packs again instead of trusting the imported image.
+func TestImportPayload(t *testing.T) {
+	other, out := t.TempDir(), t.TempDir()
+	src := writeTestFile(t, filepath.Join(other, PayloadImage), "another build's payload")
+	writeTestFile(t, filepath.Join(out, PayloadImage), "this build's old payload")
+	writeTestFile(t, filepath.Join(out, PayloadImage+".stamp"), "tree hash")
+	b := &builder{Config: Config{Out: out, PayloadImage: src}}
+	if err := b.payload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want, err := upgrade.FileSum(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.payloadSum != want.String() {
+		t.Errorf("payloadSum = %q, want %q", b.payloadSum, want)
+	}
+	if got, err := os.ReadFile(b.payloadImage()); err != nil || string(got) != "another build's payload" {
+		t.Errorf("%s = %q, %v; want the imported image", b.payloadImage(), got, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, PayloadImage+".stamp")); !os.IsNotExist(err) {
+		t.Errorf("the pack stamp is still there: %v", err)
+	}
+	// Given Out's own image, it is left as it is.
+	b = &builder{Config: Config{Out: out, PayloadImage: filepath.Join(out, PayloadImage)}}
+	if err := b.payload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if b.payloadSum != want.String() {
+		t.Errorf("payloadSum of Out's own image = %q, want %q", b.payloadSum, want)
+	}
+}
+
+func TestArtifactsIncludeUpgrade(t *testing.T) {
+	for _, name := range []string{UKIName, UpgradeBundle} {
+		if !slices.Contains(Artifacts, name) {
+			t.Errorf("Artifacts lacks %s: repro-check would not compare it", name)
+		}
+	}
+	if UKIName != upgrade.UKIName {
+		t.Errorf("UKIName = %q, the bundle's member is %q", UKIName, upgrade.UKIName)
+	}
 }
