@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
+	"github.com/cairn-os/cairn/machined/internal/slots"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 )
 
@@ -86,8 +87,11 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	addresses := func() []net.IP { return et.addresses() }
 	// A bond or a VLAN needs its driver, and there is no modprobe for the kernel to ask.
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
-	pay := newPayloadSource(inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"},
-		func(names ...string) { mods.load("payload medium", func() []string { return names }) }, log)
+	scanner := inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}
+	efi := &efiVars{load: func(names ...string) { mods.load("efivars", func() []string { return names }) }, log: log}
+	pay := newPayloadSource(scanner, func(names ...string) { mods.load("payload medium", func() []string { return names }) }, log)
+	// A slot's boot entry mounts that slot's payload, even when the other slot holds the same image.
+	pay.finder.Slot = efi.bootedSlot
 	wd := &hardwareWatchdog{}
 	plat := platform{
 		netState: cfgr,
@@ -96,7 +100,10 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 			return applyNetworkConfig(cfgr, p.IP, ipOff, &c.Machine.Network, log)
 		},
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
-		payload:      pay.Payload(),
+		payload: pay.Payload(),
+		slots: &slots.Manager{Disks: scanner.Scan, Mounter: sys.Mounter{}, ESPDir: "/run/cairn/esp", EFIVars: efiVarsDir, MountEFIVars: efi.ensure, Log: log,
+			Mounts:      func() ([]byte, error) { return os.ReadFile("/proc/self/mounts") },
+			LoadModules: func(names ...string) { mods.load("ESP", func() []string { return names }) }},
 		vipLink:      netcfg.VIPLink{},
 		watchdog:     wd.stop,
 		bind:         sys.Bind,

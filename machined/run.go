@@ -33,7 +33,10 @@ type options struct {
 	joinListen string
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
+// parseFlags reads machined's flags. As PID 1 its arguments are the kernel command line's words the kernel
+// did not know (init passes them on): they are not flags, and a stray word must not stop the node, so
+// they are ignored there (machined reads /proc/cmdline for its own settings).
+func parseFlags(args []string, stderr io.Writer, pid1 bool) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("machined", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -51,14 +54,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && !pid1 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	return o, nil
 }
 
 func run(ctx context.Context, args []string) error {
-	o, err := parseFlags(args, os.Stderr)
+	o, err := parseFlags(args, os.Stderr, os.Getpid() == 1)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -33,6 +33,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/profile"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
 	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/slots"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 	"github.com/cairn-os/cairn/machined/internal/timesync"
@@ -81,6 +82,9 @@ type platform struct {
 	// disksReady and filesystems hold the volumes' disk scans and mounts until the kernel modules they
 	// need are loaded (nil in sandbox mode: the host's kernel has them). See bootModules.
 	disksReady, filesystems func(context.Context) error
+	// slots are the boot slots of the disk the node booted from (nil in sandbox mode: upgrades replace a
+	// real node's image).
+	slots *slots.Manager
 	// bind bind-mounts directories from STATE into /etc (nil in sandbox mode: /etc is a directory there).
 	bind func(src, dst string) error
 }
@@ -186,15 +190,21 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 			}},
 	})
 	space := volumeSpace(layout, bus)
+	etcdOps := &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
+		Key: kl.PKIFile(kube.EtcdHealthcheckKey)}
+	var upg server.Upgrader
+	if plat.slots != nil {
+		upg = &upgrader{slots: plat.slots, node: n, etcd: etcdOps, version: version, bus: bus}
+	}
 	srv = server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Certs: wl, Usage: statfs, JoinTokens: tokens,
 		Warnings:  space.Warnings,
 		JoinPort:  listenPort(o.joinListen, client.JoinPort),
 		LogSource: &logs.Source{Rings: services, PodLogs: layout.Join("var", "log", "pods")},
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
-		EtcdOps: &etcdops.Client{CACert: kl.PKIFile(kube.EtcdCACert), Cert: kl.PKIFile(kube.EtcdHealthcheckCert),
-			Key: kl.PKIFile(kube.EtcdHealthcheckKey)},
-		Images: &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
-		Build:  server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}, Watchdog: plat.watchdog,
+		EtcdOps:   etcdOps,
+		Upgrader:  upg,
+		Images:    &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
+		Build:     server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}, Watchdog: plat.watchdog,
 		Network: plat.netState, Clock: plat.clockState()},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
@@ -222,6 +232,9 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	}
 	if plat.devices {
 		go space.Run(life)
+	}
+	if plat.slots != nil {
+		go newTrial(plat.slots, n, wl, bus, log).Run(life)
 	}
 	notifySystemd(life, log, func() { n.Status() })
 	if !plat.sandbox {

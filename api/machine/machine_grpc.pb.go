@@ -33,6 +33,7 @@ const (
 	Machine_Shutdown_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Shutdown"
 	Machine_Reset_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Reset"
 	Machine_Upgrade_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Upgrade"
+	Machine_Rollback_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Rollback"
 	Machine_Events_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Events"
 	Machine_Logs_FullMethodName             = "/cairn.machine.v1alpha1.Machine/Logs"
 	Machine_Dmesg_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Dmesg"
@@ -75,7 +76,14 @@ type MachineClient interface {
 	Reboot(ctx context.Context, in *RebootRequest, opts ...grpc.CallOption) (*RebootResponse, error)
 	Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error)
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
-	Upgrade(ctx context.Context, in *UpgradeRequest, opts ...grpc.CallOption) (*UpgradeResponse, error)
+	// Upgrade writes a new image (an upgrade bundle, api/upgrade) into the slot that did not boot and, unless
+	// staged, drains the node and reboots into it once; the new slot is kept only when it reaches Running
+	// and passes its health checks (else the node falls back by itself). The client sends an UpgradeHeader,
+	// then the bundle's bytes, then closes its side; the node answers with progress events until it
+	// reboots (the stream ends then) or the upgrade fails.
+	Upgrade(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[UpgradeRequest, Event], error)
+	// Rollback makes the other slot (which must have run before) boot next, drains the node and reboots.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
 	// Observability.
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogLine], error)
@@ -233,10 +241,23 @@ func (c *machineClient) Reset(ctx context.Context, in *ResetRequest, opts ...grp
 	return out, nil
 }
 
-func (c *machineClient) Upgrade(ctx context.Context, in *UpgradeRequest, opts ...grpc.CallOption) (*UpgradeResponse, error) {
+func (c *machineClient) Upgrade(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[UpgradeRequest, Event], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(UpgradeResponse)
-	err := c.cc.Invoke(ctx, Machine_Upgrade_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[2], Machine_Upgrade_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UpgradeRequest, Event]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_UpgradeClient = grpc.BidiStreamingClient[UpgradeRequest, Event]
+
+func (c *machineClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackResponse)
+	err := c.cc.Invoke(ctx, Machine_Rollback_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +266,7 @@ func (c *machineClient) Upgrade(ctx context.Context, in *UpgradeRequest, opts ..
 
 func (c *machineClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[2], Machine_Events_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[3], Machine_Events_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +285,7 @@ type Machine_EventsClient = grpc.ServerStreamingClient[Event]
 
 func (c *machineClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogLine], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[3], Machine_Logs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[4], Machine_Logs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +304,7 @@ type Machine_LogsClient = grpc.ServerStreamingClient[LogLine]
 
 func (c *machineClient) Dmesg(ctx context.Context, in *DmesgRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogLine], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[4], Machine_Dmesg_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[5], Machine_Dmesg_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +413,7 @@ func (c *machineClient) EtcdMembers(ctx context.Context, in *EtcdMembersRequest,
 
 func (c *machineClient) EtcdSnapshot(ctx context.Context, in *EtcdSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[5], Machine_EtcdSnapshot_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[6], Machine_EtcdSnapshot_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -471,7 +492,7 @@ func (c *machineClient) RevokeJoinToken(ctx context.Context, in *RevokeJoinToken
 
 func (c *machineClient) ImageImport(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ImageImportRequest, ImageImportResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[6], Machine_ImageImport_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[7], Machine_ImageImport_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -504,7 +525,7 @@ func (c *machineClient) ImageRemove(ctx context.Context, in *ImageRemoveRequest,
 
 func (c *machineClient) Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[7], Machine_Profile_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[8], Machine_Profile_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +568,14 @@ type MachineServer interface {
 	Reboot(context.Context, *RebootRequest) (*RebootResponse, error)
 	Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error)
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
-	Upgrade(context.Context, *UpgradeRequest) (*UpgradeResponse, error)
+	// Upgrade writes a new image (an upgrade bundle, api/upgrade) into the slot that did not boot and, unless
+	// staged, drains the node and reboots into it once; the new slot is kept only when it reaches Running
+	// and passes its health checks (else the node falls back by itself). The client sends an UpgradeHeader,
+	// then the bundle's bytes, then closes its side; the node answers with progress events until it
+	// reboots (the stream ends then) or the upgrade fails.
+	Upgrade(grpc.BidiStreamingServer[UpgradeRequest, Event]) error
+	// Rollback makes the other slot (which must have run before) boot next, drains the node and reboots.
+	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
 	// Observability.
 	Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogLine]) error
@@ -631,8 +659,11 @@ func (UnimplementedMachineServer) Shutdown(context.Context, *ShutdownRequest) (*
 func (UnimplementedMachineServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
 }
-func (UnimplementedMachineServer) Upgrade(context.Context, *UpgradeRequest) (*UpgradeResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Upgrade not implemented")
+func (UnimplementedMachineServer) Upgrade(grpc.BidiStreamingServer[UpgradeRequest, Event]) error {
+	return status.Error(codes.Unimplemented, "method Upgrade not implemented")
+}
+func (UnimplementedMachineServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
 }
 func (UnimplementedMachineServer) Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error {
 	return status.Error(codes.Unimplemented, "method Events not implemented")
@@ -857,20 +888,27 @@ func _Machine_Reset_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Machine_Upgrade_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(UpgradeRequest)
+func _Machine_Upgrade_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MachineServer).Upgrade(&grpc.GenericServerStream[UpgradeRequest, Event]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_UpgradeServer = grpc.BidiStreamingServer[UpgradeRequest, Event]
+
+func _Machine_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(MachineServer).Upgrade(ctx, in)
+		return srv.(MachineServer).Rollback(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Machine_Upgrade_FullMethodName,
+		FullMethod: Machine_Rollback_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(MachineServer).Upgrade(ctx, req.(*UpgradeRequest))
+		return srv.(MachineServer).Rollback(ctx, req.(*RollbackRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1293,8 +1331,8 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Machine_Reset_Handler,
 		},
 		{
-			MethodName: "Upgrade",
-			Handler:    _Machine_Upgrade_Handler,
+			MethodName: "Rollback",
+			Handler:    _Machine_Rollback_Handler,
 		},
 		{
 			MethodName: "Services",
@@ -1379,6 +1417,12 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Join",
 			Handler:       _Machine_Join_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Upgrade",
+			Handler:       _Machine_Upgrade_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 		{
 			StreamName:    "Events",

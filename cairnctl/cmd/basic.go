@@ -18,8 +18,12 @@ func newVersion(g *globals) *cobra.Command {
 		Short: "Print cairnctl's version and, with --nodes or a cairnconfig, each node's",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(g.stdout, "cairnctl %s %s %s/%s\n", Version, Commit, runtime.GOOS, runtime.GOARCH)
-			if clientOnly || (len(g.nodes) == 0 && g.token == "" && g.cairnconfig == "") {
+			askNodes := !clientOnly && (len(g.nodes) > 0 || g.token != "" || g.cairnconfig != "")
+			// JSON output is the nodes' answers alone, one object each, so it parses as a stream.
+			if g.output != "json" || !askNodes {
+				fmt.Fprintf(g.stdout, "cairnctl %s %s %s/%s\n", Version, Commit, runtime.GOOS, runtime.GOARCH)
+			}
+			if !askNodes {
 				return nil
 			}
 			return g.eachNode(func(nc nodeClient, prefix string) error {
@@ -31,6 +35,23 @@ func newVersion(g *globals) *cobra.Command {
 					return printJSON(g.stdout, v)
 				}
 				fmt.Fprintf(g.stdout, "%snode %s: machined %s %s, Kubernetes %s, %s, %s\n", prefix, nc.name, v.Version, v.Commit, v.KubernetesVersion, v.GoVersion, v.Arch)
+				if v.SlotsNote != "" {
+					fmt.Fprintf(g.stdout, "%s  no boot slots: %s\n", prefix, v.SlotsNote)
+				}
+				for _, s := range v.Slots {
+					if s.State == "empty" {
+						fmt.Fprintf(g.stdout, "%s  slot %s: empty\n", prefix, s.Name)
+						continue
+					}
+					marks := []string{s.State}
+					if s.Booted {
+						marks = append(marks, "booted")
+					}
+					if s.Next {
+						marks = append(marks, "boots next")
+					}
+					fmt.Fprintf(g.stdout, "%s  slot %s: %s (%s)\n", prefix, s.Name, s.Version, strings.Join(marks, ", "))
+				}
 				return nil
 			})
 		},

@@ -56,6 +56,9 @@ type Finder struct {
 	// LoadModules loads kernel modules before they are needed (isofs for an ISO medium: the node has no
 	// modprobe for the kernel to ask); nil when they are built in or loaded already.
 	LoadModules func(names ...string)
+	// Slot names the slot whose payload partition is tried first (the slot the boot entry that started
+	// belongs to, api/upgrade); nil or "": slot A, which the image ships in.
+	Slot func() string
 	// Wait is how long a search that finds nothing is repeated: a USB stick appears seconds after its
 	// driver loads. Zero searches once.
 	Wait time.Duration
@@ -79,7 +82,7 @@ type candidate struct {
 // candidates lists, in the order they are tried, every place on disks that may hold the payload: the
 // raw disk's slot partitions, whole disks holding a squashfs image, and Cairn's ISO. Loop devices are
 // skipped: they are the node's own (the root image; the payload once attached).
-func candidates(disks []inventory.Disk) []candidate {
+func candidates(disks []inventory.Disk, first string) []candidate {
 	var slots, whole, isos []candidate
 	for _, d := range disks {
 		if strings.HasPrefix(d.Name, "loop") {
@@ -99,14 +102,18 @@ func candidates(disks []inventory.Disk) []candidate {
 			}
 		}
 	}
-	// Slot A first: it is what the image ships in.
-	notA := func(c candidate) int {
-		if c.slot == payload.PartitionLabel(payload.SlotA) {
+	// The booted slot first, else slot A: it is what the image ships in. Two slots may hold the same
+	// payload; the booted one is the one an upgrade will not overwrite.
+	if first == "" {
+		first = payload.SlotA
+	}
+	notFirst := func(c candidate) int {
+		if c.slot == payload.PartitionLabel(first) {
 			return 0
 		}
 		return 1
 	}
-	slices.SortStableFunc(slots, func(a, b candidate) int { return cmp.Compare(notA(a), notA(b)) })
+	slices.SortStableFunc(slots, func(a, b candidate) int { return cmp.Compare(notFirst(a), notFirst(b)) })
 	return append(append(slots, whole...), isos...)
 }
 
@@ -136,7 +143,11 @@ func (f Finder) search(ctx context.Context, want payload.Sum, target string) err
 	if err != nil {
 		return fmt.Errorf("payload: list the disks: %w", err)
 	}
-	cands := candidates(disks)
+	first := ""
+	if f.Slot != nil {
+		first = f.Slot()
+	}
+	cands := candidates(disks, first)
 	if len(cands) == 0 {
 		return fmt.Errorf("%w: no boot medium carries one among %d disks: looked for a partition named %s, a disk holding a squashfs image, and an ISO 9660 medium labelled %s (vmlinux boots: attach payload.squashfs as a read-only disk)",
 			errNotFound, len(disks), payload.PartitionLabel(payload.SlotA), isoLabel)

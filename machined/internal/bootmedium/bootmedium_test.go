@@ -95,6 +95,9 @@ func TestMount(t *testing.T) {
 	good, want := squashfsImage(t, dir, "a", "this build", 4)
 	other, _ := squashfsImage(t, dir, "b", "another build", 4)
 	smaller, _ := squashfsImage(t, dir, "c", "this build", 2)
+	if b, err := os.ReadFile(good); err != nil || os.WriteFile(good+"-copy", b, 0o644) != nil {
+		t.Fatal(err)
+	}
 	junk := filepath.Join(dir, "junk")
 	if err := os.WriteFile(junk, make([]byte, 8192), 0o644); err != nil {
 		t.Fatal(err)
@@ -110,6 +113,7 @@ func TestMount(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		disks   []inventory.Disk
+		booted  string // the slot that booted
 		isoFile string
 		want    []string // the mounts, in order
 		err     string   // a substring of the error
@@ -120,6 +124,9 @@ func TestMount(t *testing.T) {
 		{name: "slot A holds another build: slot B, same size, is it",
 			disks: []inventory.Disk{rawDisk(other, good)},
 			want:  []string{"mount " + good + " /target squashfs"}},
+		{name: "both slots hold this build: the booted slot's is mounted, not the one an upgrade writes",
+			disks: []inventory.Disk{rawDisk(good, good+"-copy")}, booted: payload.SlotB,
+			want: []string{"mount " + good + "-copy /target squashfs"}},
 		{name: "vmlinux: a whole disk holding the image",
 			disks: []inventory.Disk{{Name: "vdb", Path: good, Signatures: squashfsSig()}},
 			want:  []string{"mount " + good + " /target squashfs"}},
@@ -150,6 +157,7 @@ func TestMount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &fakeMounter{t: t, isoDev: "/dev/sr0", isoFile: tc.isoFile}
 			f := finder(t, m, tc.disks)
+			f.Slot = func() string { return tc.booted }
 			err := f.Mount(context.Background(), want, "/target")
 			if tc.err == "" && err != nil {
 				t.Fatalf("Mount() = %v, want nil", err)

@@ -22,6 +22,9 @@ const (
 	KindWatchdog = "watchdog"
 	// KindDisk: a volume became full, or has room again.
 	KindDisk = "disk"
+	// KindUpgrade: an upgrade or rollback was written, its trial boot confirmed, or it failed and the
+	// node fell back to the other slot.
+	KindUpgrade = "upgrade"
 	// KindSequence marks the end of a sequence (outcome done or failed).
 	KindSequence = "sequence"
 )

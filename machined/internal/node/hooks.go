@@ -33,6 +33,9 @@ type Hooks struct {
 	Stop func(seq fsm.Sequence) []sequence.Task
 	// Leave takes the node out of its cluster before a graceful reset (cordon, drain).
 	Leave func() []sequence.Task
+	// Drain moves the node's work elsewhere before an upgrade's reboot (cordon, drain), leaving it a
+	// member of the cluster.
+	Drain func() []sequence.Task
 	// Wipe erases the named volumes after they are unmounted (reset).
 	Wipe func(c *config.MachineConfig, volumes []string) []sequence.Task
 	// Running is the work a node does while it is Running (certificate renewal, discovery names). It
@@ -86,6 +89,13 @@ func (h Hooks) leave() []sequence.Task {
 		return nil
 	}
 	return h.Leave()
+}
+
+func (h Hooks) drain() []sequence.Task {
+	if h.Drain == nil {
+		return nil
+	}
+	return h.Drain()
 }
 
 func (h Hooks) wipe(c *config.MachineConfig, volumes []string) []sequence.Task {

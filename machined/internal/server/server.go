@@ -68,6 +68,8 @@ type Server struct {
 	// Watchdog stops the petting of the hardware watchdog and returns its timeout; false (or nil) when
 	// none is armed.
 	Watchdog func() (time.Duration, bool)
+	// Upgrader writes upgrades into the boot slots and rolls back (nil: Unimplemented).
+	Upgrader Upgrader
 }
 
 // Build identifies the running binary.
@@ -93,9 +95,16 @@ func New(s *Server, auth *Auth, extra ...grpc.ServerOption) *grpc.Server {
 }
 
 // Version reports the build.
-func (s *Server) Version(context.Context, *machine.VersionRequest) (*machine.VersionResponse, error) {
-	return &machine.VersionResponse{Version: s.Build.Version, Commit: s.Build.Commit, GoVersion: runtime.Version(),
-		KubernetesVersion: config.KubernetesVersion, Arch: runtime.GOARCH}, nil
+func (s *Server) Version(ctx context.Context, _ *machine.VersionRequest) (*machine.VersionResponse, error) {
+	resp := &machine.VersionResponse{Version: s.Build.Version, Commit: s.Build.Commit, GoVersion: runtime.Version(),
+		KubernetesVersion: config.KubernetesVersion, Arch: runtime.GOARCH}
+	if s.Upgrader != nil {
+		var err error
+		if resp.Slots, err = s.Upgrader.Slots(ctx); err != nil {
+			resp.SlotsNote = err.Error()
+		}
+	}
+	return resp, nil
 }
 
 // Status reports the node's state.

@@ -27,20 +27,38 @@ func (w *Workload) LeaveTasks() []sequence.Task {
 	if w.Renderer() == nil {
 		return nil
 	}
+	tasks := append(w.DrainTasks(), sequence.Task{Name: "leave-node", Timeout: time.Minute, Run: w.markLeft})
+	if w.controlPlane() {
+		tasks = append(tasks, sequence.Task{Name: "etcd-leave", Timeout: 2 * time.Minute, Run: w.leaveEtcd})
+	}
+	return tasks
+}
+
+// DrainTasks move the node's work elsewhere before it goes down for a while (an upgrade's reboot): the
+// API's address to another control plane, then cordon and evict its pods.
+func (w *Workload) DrainTasks() []sequence.Task {
+	if w.Renderer() == nil {
+		return nil
+	}
 	var tasks []sequence.Task
 	if w.controlPlane() {
 		// Another control plane takes the API's address over while this one drains.
 		tasks = append(tasks, sequence.Task{Name: "vip-release", Timeout: time.Minute, Run: func(context.Context) error { w.stopVIP(); return nil }})
 	}
-	tasks = append(tasks, []sequence.Task{
+	return append(tasks, []sequence.Task{
 		{Name: "cordon", Timeout: time.Minute, Run: w.cordon},
 		{Name: "drain", Timeout: drainTimeout + time.Minute, Run: w.drain},
-		{Name: "leave-node", Timeout: time.Minute, Run: w.markLeft},
 	}...)
-	if w.controlPlane() {
-		tasks = append(tasks, sequence.Task{Name: "etcd-leave", Timeout: 2 * time.Minute, Run: w.leaveEtcd})
+}
+
+// Uncordon makes the node schedulable again (after an upgrade's drain).
+func (w *Workload) Uncordon(ctx context.Context) error {
+	c, err := w.nodeClient()
+	if err != nil {
+		return err
 	}
-	return tasks
+	name, _ := w.Identity()
+	return c.Patch(ctx, "/api/v1/nodes/"+name, []byte(`{"spec":{"unschedulable":false}}`))
 }
 
 func (w *Workload) cordon(ctx context.Context) error {
