@@ -126,6 +126,10 @@ func (u *upgrader) Rollback(ctx context.Context) (string, string, error) {
 	if err != nil {
 		return "", "", refusal{err}
 	}
+	// Whether there is anything to go back to comes first: it does not depend on the node's state.
+	if err := u.slots.CheckRollback(ctx); err != nil {
+		return "", "", refusal{err}
+	}
 	if err := u.quorum(ctx); err != nil {
 		return "", "", refusal{err}
 	}

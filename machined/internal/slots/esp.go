@@ -186,6 +186,20 @@ func Rollback(fsys fileSystem, booted string) (upgrade.Entry, error) {
 	if err != nil {
 		return upgrade.Entry{}, err
 	}
+	e, err := rollbackTarget(fsys, booted)
+	if err != nil {
+		return e, err
+	}
+	next := upgrade.Entry{Gen: maxGen(es) + 1, Slot: e.Slot}
+	if err := fsys.Rename(entryPath(e), entryPath(next)); err != nil {
+		return e, fmt.Errorf("make slot %s boot next: %w", e.Slot, err)
+	}
+	return next, fsys.SyncDir(upgrade.EntriesDir)
+}
+
+// rollbackTarget is the entry a rollback from booted would boot: the other slot's, which must have
+// confirmed a boot.
+func rollbackTarget(fsys fileSystem, booted string) (upgrade.Entry, error) {
 	other := upgrade.Other(booted)
 	e, err := find(fsys, other)
 	if err != nil {
@@ -194,11 +208,7 @@ func Rollback(fsys fileSystem, booted string) (upgrade.Entry, error) {
 	if e.Counted {
 		return e, fmt.Errorf("slot %s (%s) never confirmed a boot: nothing to roll back to", other, e.FileName())
 	}
-	next := upgrade.Entry{Gen: maxGen(es) + 1, Slot: other}
-	if err := fsys.Rename(entryPath(e), entryPath(next)); err != nil {
-		return e, fmt.Errorf("make slot %s boot next: %w", other, err)
-	}
-	return next, fsys.SyncDir(upgrade.EntriesDir)
+	return e, nil
 }
 
 // Clean removes what an interrupted Stage left behind.

@@ -324,6 +324,18 @@ func (m *Manager) Confirm(ctx context.Context) (upgrade.Entry, error) {
 	return good, err
 }
 
+// CheckRollback says whether a rollback has a slot to go to, changing nothing.
+func (m *Manager) CheckRollback(ctx context.Context) error {
+	booted, err := m.Booted()
+	if err != nil {
+		return err
+	}
+	return m.withESP(ctx, false, func(esp osFS) error {
+		_, err := rollbackTarget(esp, booted.Slot)
+		return err
+	})
+}
+
 // Rollback makes the other slot boot next.
 func (m *Manager) Rollback(ctx context.Context) (upgrade.Entry, error) {
 	booted, err := m.Booted()
