@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-join e2e-ha e2e-powercut fuzz reliability conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha e2e-powercut e2e-upgrade fuzz reliability conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -25,8 +25,8 @@ payload: build bundle ## the Kubernetes payload tree _out/payload (what sandbox 
 	./hack/deps.sh image
 	$(GO) run ./image/cmd/mkimage -out $(OUT) -bundle $(OUT)/bundle -payload-only
 
-image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.iso, cairn.raw
-	VERSION=$(VERSION) ./hack/build-image.sh
+image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-upgrade.tar
+	VERSION=$(VERSION) SIGN_KEY=$(SIGN_KEY) ./hack/build-image.sh
 
 example-image: ## _out/examples/hello.tar: the example workload's image archive, for `cairnctl image import`
 	$(GO) run ./hack/examples/helloimage/cmd -o $(OUT)/examples/hello.tar
@@ -89,6 +89,10 @@ e2e-ha: image ## three control planes in QEMU, one powered off (needs more than 
 e2e-powercut: image ## power cuts during Init (POINTS, default 20, about six minutes each; SEED repeats a run): tried / survived / formatted twice (not in make test)
 	./hack/deps.sh qemu
 	CAIRN_E2E_POWERCUT=1 CAIRN_POWERCUT_POINTS=$(or $(POINTS),20) CAIRN_POWERCUT_SEED=$(SEED) $(GO) test -tags e2e -timeout 300m -count=1 -v -run 'TestPowerCut$$' ./hack/e2e/
+
+e2e-upgrade: image ## upgrade a raw-disk node to a second build, roll back, then survive a broken image (about 25 minutes; not in make test)
+	./hack/deps.sh qemu
+	CAIRN_E2E_UPGRADE=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestUpgrade$$' ./hack/e2e/
 
 conformance: payload ## Kubernetes' conformance suite on a sandbox node (CLUSTER=qemu: a QEMU 1+1 cluster, a subset); not in make test
 	./hack/conformance.sh
