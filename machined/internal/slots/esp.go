@@ -131,12 +131,8 @@ func Stage(fsys fileSystem, slot string, uki io.Reader) (upgrade.Entry, error) {
 		fsys.Remove(stagingName)
 		return upgrade.Entry{}, fmt.Errorf("write the new boot entry: %w", err)
 	}
-	for _, e := range es {
-		if e.Slot == slot {
-			if err := fsys.Remove(entryPath(e)); err != nil {
-				return upgrade.Entry{}, fmt.Errorf("remove slot %s's previous entry %s: %w", slot, e.FileName(), err)
-			}
-		}
+	if err := removeSlot(fsys, es, slot); err != nil {
+		return upgrade.Entry{}, err
 	}
 	next := upgrade.Entry{Gen: maxGen(es) + 1, Slot: slot, Counted: true, TriesLeft: 1}
 	if err := fsys.Rename(stagingName, entryPath(next)); err != nil {
@@ -152,6 +148,14 @@ func Retire(fsys fileSystem, slot string) error {
 	if err != nil {
 		return err
 	}
+	if err := removeSlot(fsys, es, slot); err != nil {
+		return err
+	}
+	return fsys.SyncDir(upgrade.EntriesDir)
+}
+
+// removeSlot removes slot's entries among es.
+func removeSlot(fsys fileSystem, es []upgrade.Entry, slot string) error {
 	for _, e := range es {
 		if e.Slot == slot {
 			if err := fsys.Remove(entryPath(e)); err != nil {
@@ -159,7 +163,7 @@ func Retire(fsys fileSystem, slot string) error {
 			}
 		}
 	}
-	return fsys.SyncDir(upgrade.EntriesDir)
+	return nil
 }
 
 // MarkGood ends booted's trial: its entry loses the counter, so it boots from now on. A no-op for an
