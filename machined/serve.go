@@ -157,7 +157,8 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 				err = &joinsvc.RenewDenied{Reason: fmt.Sprintf("node %s is not in the cluster (its Node object is gone): reset it and join it again", name)}
 			}
 			return err
-		}}
+		},
+		Rejoin: wl.ClearLeft}
 	// A real machine's reboot or power-off lets the API answer first (see drainFirst); a sandbox node keeps
 	// its API across an in-process reboot.
 	var srv *grpc.Server

@@ -26,7 +26,10 @@ type Issuer struct {
 	// NodeKnown returns an error unless the named node is still in the cluster (its Node object exists);
 	// a renewal is refused to a node that left. Nil: not checked.
 	NodeKnown func(ctx context.Context, name string) error
-	Now       func() time.Time
+	// Rejoin clears what says the named node left the cluster, before it is given a ticket to join
+	// again under that name (nil: nothing to clear).
+	Rejoin func(ctx context.Context, name string) error
+	Now    func() time.Time
 }
 
 // EtcdMembership is this control plane's view of the etcd cluster, for control-plane joins.
@@ -116,6 +119,11 @@ func (i *Issuer) ticket(ctx context.Context, req *machine.TicketRequest, cfg *co
 		ServiceCidr:    cfg.Cluster.Network.ServiceCIDR,
 		DnsDomain:      cfg.Cluster.Network.DNSDomain,
 		Config:         joinCfg,
+	}
+	if i.Rejoin != nil {
+		if err := i.Rejoin(ctx, req.NodeName); err != nil {
+			return nil, err
+		}
 	}
 	if role == RoleControlPlane {
 		if t.ControlPlane, err = i.controlPlane(ctx, req, s); err != nil {

@@ -199,3 +199,37 @@ func TestControlPlaneTicket(t *testing.T) {
 		}
 	})
 }
+
+// A node that joins again under a name it left clears its left mark before it gets its ticket; when the
+// mark cannot be cleared, no ticket is issued and the token stays usable for the retry.
+func TestTicketClearsLeftMark(t *testing.T) {
+	c := testcluster.New(t)
+	p := filepath.Join(t.TempDir(), TokensFile)
+	tokens := NewTokens(FileStore(func() string { return p }), nil)
+	var cleared []string
+	clearErr := errors.New("the API server is busy")
+	iss := &Issuer{Tokens: tokens, Now: time.Now, Config: func() *config.MachineConfig { return c.ControlPlane },
+		Members: func(context.Context) []*machine.Member { return nil },
+		Rejoin: func(_ context.Context, name string) error {
+			cleared = append(cleared, name)
+			return clearErr
+		}}
+	ctx := context.Background()
+	tok, _, err := tokens.Create(ctx, RoleWorker, time.Minute, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := pki.NewKey()
+	pub, _ := pki.EncodePublicKey(key.Public())
+	req := &machine.TicketRequest{NodeName: "w1", Token: tok, MachinePublicKey: pub}
+	if _, err := iss.Issue(ctx, req); !errors.Is(err, clearErr) {
+		t.Fatalf("Issue with the left mark not cleared = %v, want %v", err, clearErr)
+	}
+	clearErr = nil
+	if _, err := iss.Issue(ctx, req); err != nil {
+		t.Fatalf("Issue after the mark was cleared = %v (the first try spent the token?)", err)
+	}
+	if diff := cmp.Diff([]string{"w1", "w1"}, cleared); diff != "" {
+		t.Errorf("Rejoin calls (-want +got):\n%s", diff)
+	}
+}

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -67,16 +68,16 @@ func (w *Workload) forgetLeftNodes(ctx context.Context) {
 	}
 }
 
-// leftNodes names the nodes that said they left more than leftNodeGrace ago and whose kubelet has not
-// reported since: a node that reset and joined again under the same name reports again and is kept.
+// leftNodes names the nodes that said they left more than leftNodeGrace ago and whose kubelet has gone
+// quiet (Ready is no longer True: the node lifecycle controller marks a silent kubelet Unknown). The
+// kubelet may still post its status between the mark and its stop, so a heartbeat after the mark proves
+// nothing; a node that joins again under the same name has its mark cleared when it is given its ticket
+// (ClearLeft).
 func leftNodes(nodes []corev1.Node, now time.Time) []string {
 	var out []string
 	for _, n := range nodes {
 		at, err := time.Parse(time.RFC3339, n.Annotations[LeftAnnotation])
-		if err != nil || now.Sub(at) < leftNodeGrace {
-			continue
-		}
-		if heartbeat(n).After(at) {
+		if err != nil || now.Sub(at) < leftNodeGrace || ready(n) {
 			continue
 		}
 		out = append(out, n.Name)
@@ -84,14 +85,32 @@ func leftNodes(nodes []corev1.Node, now time.Time) []string {
 	return out
 }
 
-// heartbeat is the last time the node's kubelet reported its Ready condition.
-func heartbeat(n corev1.Node) time.Time {
+// ready reports whether the node's kubelet last said it is Ready.
+func ready(n corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.LastHeartbeatTime.Time
+			return c.Status == corev1.ConditionTrue
 		}
 	}
-	return time.Time{}
+	return false
+}
+
+// ClearLeft removes the mark of a node that left from its Node, if the Node is still there: the node is
+// joining again under the same name and must not be forgotten once its new kubelet is slow to report.
+func (w *Workload) ClearLeft(ctx context.Context, name string) error {
+	c, err := w.admin()
+	if errors.Is(err, ErrNotRunning) {
+		return nil // no Kubernetes, no Node objects (sandbox mode without a payload)
+	}
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, LeftAnnotation)
+	err = c.Patch(ctx, "/api/v1/nodes/"+url.PathEscape(name), []byte(patch))
+	if err != nil && !kubeapi.IsNotFound(err) {
+		return fmt.Errorf("clear the left mark of Node %s: %w", name, err)
+	}
+	return nil
 }
 
 // NodeExists reports whether the cluster has a Node of that name (asked with the admin credentials of a
