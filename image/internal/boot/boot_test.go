@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"debug/pe"
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,28 +15,6 @@ import (
 	"github.com/cairn-os/cairn/api/upgrade"
 )
 
-func TestUKILayout(t *testing.T) {
-	got := ukiLayout(0x19134, []int64{100, 20, 8_000_000, 0x10000})
-	want := []uint64{0x20000, 0x30000, 0x40000, 0x7f0000}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ukiLayout() (-want +got):\n%s", diff)
-	}
-	for i := 1; i < len(got); i++ {
-		if got[i]%0x10000 != 0 {
-			t.Errorf("section %d at %#x is not 64 KiB aligned", i, got[i])
-		}
-	}
-}
-
-func TestESPSize(t *testing.T) {
-	// Three UKIs and 32 MiB, rounded up to 16 MiB, at least 64 MiB: 28 MiB is about today's UKI.
-	for uki, want := range map[int64]int64{1 * mib: 64 * mib, 100 * mib: 336 * mib, 20 * mib: 96 * mib, 28 * mib: 128 * mib} {
-		if got := ESPSize(uki); got != want {
-			t.Errorf("ESPSize(%d MiB) = %d MiB, want %d MiB", uki/mib, got/mib, want/mib)
-		}
-	}
-}
-
 func TestGUIDIsStableAndDistinct(t *testing.T) {
 	a, b := guid("cairn v1 1700000000 disk"), guid("cairn v1 1700000000 esp")
 	if a != guid("cairn v1 1700000000 disk") {
@@ -48,46 +25,6 @@ func TestGUIDIsStableAndDistinct(t *testing.T) {
 	}
 	if len(a) != 36 || a[14] != '4' {
 		t.Errorf("guid() = %s, want a 36-character version-4 GUID", a)
-	}
-}
-
-// The PE checksum must match what the toolchain stored in systemd's stub, or firmware that checks it
-// would refuse our UKI.
-func TestPEChecksumMatchesStub(t *testing.T) {
-	b, err := os.ReadFile(Stub)
-	if err != nil {
-		t.Skipf("no EFI stub: %v", err)
-	}
-	pe := int(binary.LittleEndian.Uint32(b[0x3C:]))
-	stored := binary.LittleEndian.Uint32(b[pe+88:])
-	if stored == 0 {
-		t.Skip("stub carries no checksum")
-	}
-	binary.LittleEndian.PutUint32(b[pe+88:], 0)
-	if got := peChecksum(b); got != stored {
-		t.Errorf("peChecksum(stub) = %#x, want the stored %#x", got, stored)
-	}
-}
-
-func TestSetPETimestamp(t *testing.T) {
-	src, err := os.ReadFile(Stub)
-	if err != nil {
-		t.Skipf("no EFI stub: %v", err)
-	}
-	p := filepath.Join(t.TempDir(), "x.efi")
-	if err := os.WriteFile(p, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := setPETimestamp(p, 1700000000); err != nil {
-		t.Fatal(err)
-	}
-	f, err := pe.Open(p)
-	if err != nil {
-		t.Fatalf("patched image no longer parses: %v", err)
-	}
-	defer f.Close()
-	if f.FileHeader.TimeDateStamp != 1700000000 {
-		t.Errorf("TimeDateStamp = %d, want 1700000000", f.FileHeader.TimeDateStamp)
 	}
 }
 
@@ -119,28 +56,35 @@ menuentry "Cairn" {
 	}
 }
 
+// needStub skips a test that builds a UKI when this host lacks systemd's stub (package systemd-boot-efi).
+func needStub(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(Stub); err != nil {
+		t.Skipf("no %s: %v", Stub, err)
+	}
+}
+
 // needTools skips a test that runs the real build tools when this host lacks one (hack/deps.sh image
 // installs them all).
 func needTools(t *testing.T) {
 	t.Helper()
-	for _, f := range []string{Stub, SystemdBoot} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("no %s: %v", f, err)
-		}
+	needStub(t)
+	if _, err := os.Stat(SystemdBoot); err != nil {
+		t.Skipf("no %s: %v", SystemdBoot, err)
 	}
-	for _, tool := range []string{"objcopy", "sgdisk", "mformat", "mmd", "mcopy", "mdir", "mtype"} {
+	for _, tool := range []string{"sgdisk", "mformat", "mmd", "mcopy", "mdir", "mtype"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("no %s: %v", tool, err)
 		}
 	}
 }
 
-// testUKIConfig is a UKI of stand-in kernel and initramfs files: objcopy does not look inside them.
+// testUKIConfig is a UKI of stand-in kernel and initramfs files: BuildUKI does not look inside them.
 func testUKIConfig(t *testing.T, dir string) UKIConfig {
 	t.Helper()
 	c := UKIConfig{
 		Kernel: filepath.Join(dir, "vmlinuz"), Initramfs: filepath.Join(dir, "initramfs"), Cmdline: "console=ttyS0",
-		Version: "v0.0.0-test", Out: filepath.Join(dir, "cairn.efi"), Work: filepath.Join(dir, "uki-work"), Epoch: 1700000000,
+		Version: "v0.0.0-test", Out: filepath.Join(dir, "cairn.efi"), Epoch: 1700000000,
 	}
 	for f, content := range map[string]string{c.Kernel: "kernel bytes", c.Initramfs: "initramfs bytes"} {
 		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
@@ -164,13 +108,10 @@ func checkOSRelease(t *testing.T, osrel string) {
 	}
 }
 
-func TestOSReleaseHasNoSortKey(t *testing.T) {
-	checkOSRelease(t, OSRelease("v0.0.0-test"))
-}
-
-// The .osrel section of a built UKI is what systemd-boot reads, so check it there as well.
+// The .osrel section of a built UKI is what systemd-boot reads, so check it there as well; and the UKI
+// carries the epoch, as its PE timestamp and its mtime, whatever time it is built at.
 func TestUKIOSRelease(t *testing.T) {
-	needTools(t)
+	needStub(t)
 	c := testUKIConfig(t, t.TempDir())
 	if err := BuildUKI(context.Background(), c); err != nil {
 		t.Fatal(err)
@@ -186,8 +127,18 @@ func TestUKIOSRelease(t *testing.T) {
 		}
 	}
 	checkOSRelease(t, section(t, f, ".osrel"))
-	if _, err := os.Stat(c.Work); !os.IsNotExist(err) {
-		t.Errorf("BuildUKI left its work directory: %v", err)
+	if got := int64(f.FileHeader.TimeDateStamp); got != c.Epoch {
+		t.Errorf("UKI's PE timestamp = %d, want the epoch %d", got, c.Epoch)
+	}
+	fi, err := os.Stat(c.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.ModTime().Unix(); got != c.Epoch {
+		t.Errorf("UKI's mtime = %d, want the epoch %d", got, c.Epoch)
+	}
+	if _, err := os.Stat(c.Out + ".tmp"); !os.IsNotExist(err) {
+		t.Errorf("BuildUKI left %s.tmp: %v", c.Out, err)
 	}
 }
 
@@ -283,4 +234,43 @@ func sameContent(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return bytes.Equal(x, y)
+}
+
+// A node booted from the ISO installs itself onto a disk from the ISO's files: they must be there,
+// systemd's with their bytes and the command line as the image's, with nothing added.
+func TestISOCarriesInstallFiles(t *testing.T) {
+	needStub(t)
+	for _, tool := range []string{"grub-mkrescue", "xorriso", "mformat"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	c := ISOConfig{Kernel: filepath.Join(dir, "vmlinuz"), Initramfs: filepath.Join(dir, "initramfs"), Cmdline: "console=ttyS0 panic=10",
+		Out: filepath.Join(dir, "cairn.iso"), Work: filepath.Join(dir, "iso-work"), Epoch: 1700000000}
+	for f, content := range map[string]string{c.Kernel: "kernel bytes", c.Initramfs: "initramfs bytes"} {
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ISO(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := filepath.Join(dir, "got")
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(c.Cmdline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for p, src := range map[string]string{
+		upgrade.ISOKernel: c.Kernel, upgrade.ISOInitramfs: c.Initramfs, upgrade.ISOSystemdBoot: SystemdBoot,
+		upgrade.ISOStub: Stub, upgrade.ISOCmdline: filepath.Join(dir, "cmdline"),
+	} {
+		os.Remove(got)
+		if out, err := exec.Command("xorriso", "-osirrox", "on", "-indev", c.Out, "-extract", "/"+p, got).CombinedOutput(); err != nil {
+			t.Errorf("ISO has no %s: %v: %s", p, err, out)
+			continue
+		}
+		if !sameContent(t, got, src) {
+			t.Errorf("ISO's %s is not %s", p, src)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/upgrade"
 )
 
 // ISOConfig are the inputs of ISO.
@@ -33,8 +34,8 @@ terminal_input serial console
 terminal_output serial console
 set timeout=0
 menuentry "Cairn" {
-	linux /boot/vmlinuz ` + cmdline + `
-	initrd /boot/initramfs.cpio.zst
+	linux /` + upgrade.ISOKernel + ` ` + cmdline + `
+	initrd /` + upgrade.ISOInitramfs + `
 }
 `
 }
@@ -54,10 +55,12 @@ func ISO(ctx context.Context, c ISOConfig) error {
 	}
 	defer os.RemoveAll(c.Work)
 	root := filepath.Join(c.Work, "iso")
-	if err := os.MkdirAll(filepath.Join(root, "boot", "grub"), 0o755); err != nil {
-		return err
+	// Besides what GRUB boots, the ISO carries what a node booted from it needs to install itself onto
+	// a disk (api/upgrade.ISOStub and the rest): it has no objcopy nor systemd-boot of its own.
+	files := map[string]string{
+		upgrade.ISOKernel: c.Kernel, upgrade.ISOInitramfs: c.Initramfs,
+		upgrade.ISOSystemdBoot: SystemdBoot, upgrade.ISOStub: Stub,
 	}
-	files := map[string]string{"boot/vmlinuz": c.Kernel, "boot/initramfs.cpio.zst": c.Initramfs}
 	if c.Payload != "" {
 		files[payload.ISOFile] = c.Payload
 	}
@@ -66,8 +69,10 @@ func ISO(ctx context.Context, c ISOConfig) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(root, "boot", "grub", "grub.cfg"), []byte(grubCfg(c.Cmdline)), 0o644); err != nil {
-		return err
+	for dst, text := range map[string]string{"boot/grub/grub.cfg": grubCfg(c.Cmdline), upgrade.ISOCmdline: c.Cmdline} {
+		if err := writeFile(filepath.Join(root, dst), []byte(text)); err != nil {
+			return err
+		}
 	}
 	if err := touchTree(root, c.Epoch); err != nil {
 		return err
@@ -96,7 +101,15 @@ func copyFile(dst, src string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(dst, data, 0o644)
+	return writeFile(dst, data)
+}
+
+// writeFile writes a file, making its directory first.
+func writeFile(p string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
 }
 
 // touchTree sets every file and directory under root to the epoch.

@@ -30,29 +30,12 @@ type RawConfig struct {
 	Size      int64 // whole disk, bytes
 }
 
-const (
-	mib = 1 << 20
-	// espStart leaves the first MiB for the protective MBR and the GPT, aligned like every partitioning
-	// tool does.
-	espStart = 1 * mib
-)
-
-// SlotSize is each payload slot's partition: fixed, so an upgrade's payload fits the layout the disk
-// was installed with (the payload is 78 MiB today).
-const SlotSize = 512 * mib
+// mib is a mebibyte, for the sizes of the disk and its partitions.
+const mib = 1 << 20
 
 // BootPartitionName is the GPT name of the ESP; machined recognises the disk it booted from by it and
 // never offers that disk for a volume. The ISO's volume ID, "CAIRN", plays the same part.
 const BootPartitionName = upgrade.ESPLabel
-
-// ESPSize gives the EFI system partition room for three UKIs during an upgrade: the running slot's
-// entry, the other slot's, and the new one being written before the old one it replaces is removed.
-// The 32 MiB on top hold systemd-boot and FAT's own structures; FAT32's minimum is 64 MiB.
-func ESPSize(uki int64) int64 {
-	s := 3*uki + 32*mib
-	s = (s + 16*mib - 1) / (16 * mib) * (16 * mib)
-	return max(s, 64*mib)
-}
 
 // FirstEntry is the boot entry of a new disk: generation 1, slot A, not on trial.
 var FirstEntry = upgrade.Entry{Gen: 1, Slot: payload.SlotA}
@@ -62,7 +45,8 @@ type espFile struct {
 	path, src string
 }
 
-// Raw builds a sparse GPT disk: partition 1 is the ESP, with systemd-boot as \EFI\BOOT\BOOTX64.EFI
+// Raw builds a sparse GPT disk laid out as api/upgrade says (ESPStart, ESPSize, SlotSize), the layout
+// a node's install from the ISO writes too: partition 1 is the ESP, with systemd-boot as \EFI\BOOT\BOOTX64.EFI
 // (the removable-media path every UEFI firmware boots without NVRAM entries), its loader.conf, and the
 // UKI as slot A's first entry in EFI/Linux (api/upgrade); partitions 2 and 3 are the payload slots A
 // and B (api/payload.PartitionLabel), A holding the payload image from its first byte and B empty
@@ -80,8 +64,7 @@ func Raw(ctx context.Context, c RawConfig) error {
 	if uki == "" {
 		uki = filepath.Join(c.Work, "uki.efi")
 		err := BuildUKI(ctx, UKIConfig{
-			Kernel: c.Kernel, Initramfs: c.Initramfs, Cmdline: c.Cmdline, Version: c.Version,
-			Out: uki, Work: filepath.Join(c.Work, "uki"), Epoch: c.Epoch,
+			Kernel: c.Kernel, Initramfs: c.Initramfs, Cmdline: c.Cmdline, Version: c.Version, Out: uki, Epoch: c.Epoch,
 		})
 		if err != nil {
 			return err
@@ -91,8 +74,8 @@ func Raw(ctx context.Context, c RawConfig) error {
 	if err != nil {
 		return err
 	}
-	espSize := ESPSize(fi.Size())
-	if espStart+espSize+mib > c.Size {
+	espSize := upgrade.ESPSize(fi.Size())
+	if upgrade.ESPStart+espSize+mib > c.Size {
 		return fmt.Errorf("disk size %d is too small for a %d-byte ESP", c.Size, espSize)
 	}
 	loaderConf := filepath.Join(c.Work, "loader.conf")
@@ -117,26 +100,26 @@ func Raw(ctx context.Context, c RawConfig) error {
 	seed := fmt.Sprintf("cairn %s %d", c.Version, c.Epoch)
 	sgdisk := []string{"--clear",
 		"--disk-guid=" + guid(seed+" disk"),
-		fmt.Sprintf("--new=1:%d:%d", espStart/512, (espStart+espSize)/512-1),
+		fmt.Sprintf("--new=1:%d:%d", upgrade.ESPStart/512, (upgrade.ESPStart+espSize)/512-1),
 		"--typecode=1:ef00", "--change-name=1:" + BootPartitionName,
 		"--partition-guid=1:" + guid(seed+" esp"),
 	}
-	slotStart := espStart + espSize
+	slotStart := upgrade.ESPStart + espSize
 	if c.Payload != "" {
 		pi, err := os.Stat(c.Payload)
 		if err != nil {
 			return err
 		}
-		if pi.Size() > SlotSize {
-			return fmt.Errorf("payload %s is %d bytes, more than a slot's %d", c.Payload, pi.Size(), int64(SlotSize))
+		if pi.Size() > upgrade.SlotSize {
+			return fmt.Errorf("payload %s is %d bytes, more than a slot's %d", c.Payload, pi.Size(), int64(upgrade.SlotSize))
 		}
-		if slotStart+2*SlotSize+mib > c.Size {
-			return fmt.Errorf("disk size %d is too small for the ESP and two %d-byte payload slots", c.Size, int64(SlotSize))
+		if slotStart+2*upgrade.SlotSize+mib > c.Size {
+			return fmt.Errorf("disk size %d is too small for the ESP and two %d-byte payload slots", c.Size, int64(upgrade.SlotSize))
 		}
 		for i, slot := range []string{payload.SlotA, payload.SlotB} {
-			n, start := i+2, slotStart+int64(i)*SlotSize
+			n, start := i+2, slotStart+int64(i)*upgrade.SlotSize
 			sgdisk = append(sgdisk,
-				fmt.Sprintf("--new=%d:%d:%d", n, start/512, (start+SlotSize)/512-1),
+				fmt.Sprintf("--new=%d:%d:%d", n, start/512, (start+upgrade.SlotSize)/512-1),
 				fmt.Sprintf("--typecode=%d:8300", n), fmt.Sprintf("--change-name=%d:%s", n, payload.PartitionLabel(slot)),
 				fmt.Sprintf("--partition-guid=%d:%s", n, guid(seed+" payload "+slot)))
 		}
@@ -145,7 +128,7 @@ func Raw(ctx context.Context, c RawConfig) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("sgdisk %s: %w: %s", c.Out, err, out)
 	}
-	if err := copySparse(c.Out, esp, espStart); err != nil {
+	if err := copySparse(c.Out, esp, upgrade.ESPStart); err != nil {
 		return err
 	}
 	if c.Payload != "" {

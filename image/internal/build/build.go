@@ -367,7 +367,7 @@ func (b *builder) iso(ctx context.Context) error {
 func (b *builder) uki(ctx context.Context) error {
 	return boot.BuildUKI(ctx, boot.UKIConfig{
 		Kernel: b.out(Vmlinuz), Initramfs: b.out(Initramfs), Cmdline: b.Cmdline, Version: b.Version,
-		Out: b.out(UKIName), Work: b.out(".uki-work"), Epoch: b.Epoch,
+		Out: b.out(UKIName), Epoch: b.Epoch,
 	})
 }
 
