@@ -16,8 +16,10 @@ import (
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
+	"github.com/cairn-os/cairn/machined/internal/disk/apply"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/install"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
@@ -102,6 +104,10 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
 		payload: pay.Payload(),
 		slots: &slots.Manager{Disks: scanner.Scan, Mounter: sys.Mounter{}, ESPDir: "/run/cairn/esp", EFIVars: efiVarsDir, MountEFIVars: efi.ensure, Log: log,
+			Mounts:      func() ([]byte, error) { return os.ReadFile("/proc/self/mounts") },
+			LoadModules: func(names ...string) { mods.load("ESP", func() []string { return names }) }},
+		install: &install.Installer{Disks: scanner.Scan, Runner: apply.ExecRunner{Starter: reaper.Starter()}, Mounter: sys.Mounter{}, Work: "/run/cairn/install", Log: log,
+			Partitions:  apply.KernelPartitions{Disks: &scanner, Reread: sys.RereadPartitions},
 			Mounts:      func() ([]byte, error) { return os.ReadFile("/proc/self/mounts") },
 			LoadModules: func(names ...string) { mods.load("ESP", func() []string { return names }) }},
 		vipLink:      netcfg.VIPLink{},

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/images"
+	"github.com/cairn-os/cairn/machined/internal/install"
 	"github.com/cairn-os/cairn/machined/internal/joinsvc"
 	"github.com/cairn-os/cairn/machined/internal/kmsg"
 	"github.com/cairn-os/cairn/machined/internal/kube"
@@ -85,6 +86,8 @@ type platform struct {
 	// slots are the boot slots of the disk the node booted from (nil in sandbox mode: upgrades replace a
 	// real node's image).
 	slots *slots.Manager
+	// install writes Cairn onto a disk from the live medium (nil in sandbox mode).
+	install *install.Installer
 	// bind bind-mounts directories from STATE into /etc (nil in sandbox mode: /etc is a directory there).
 	bind func(src, dst string) error
 }
@@ -197,6 +200,10 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	if plat.slots != nil {
 		upg = &upgrader{slots: plat.slots, node: n, etcd: etcdOps, version: version, bus: bus}
 	}
+	var inst server.Installer
+	if plat.install != nil {
+		inst = &installer{inst: plat.install, node: n, payload: plat.payload, version: version, bus: bus}
+	}
 	srv = server.New(&server.Server{Node: n, Bus: bus, Supervise: services, Storage: vols, Kube: wl, Certs: wl, Usage: statfs, JoinTokens: tokens,
 		Warnings:  space.Warnings,
 		JoinPort:  listenPort(o.joinListen, client.JoinPort),
@@ -204,6 +211,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		KernelLog: &kmsg.Reader{Path: "/dev/kmsg", ProcRoot: "/proc"},
 		EtcdOps:   etcdOps,
 		Upgrader:  upg,
+		Installer: inst,
 		Images:    &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
 		Build:     server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}, Watchdog: plat.watchdog,
 		Network: plat.netState, Clock: plat.clockState()},

@@ -84,6 +84,7 @@ var effects = []struct {
 	{"machine.kubelet", Live, "the kubelet's config and flags; the kubelet restarts"},
 	{"machine.registries", Live, "containerd's hosts.toml; containerd re-reads it per pull"},
 	{"machine.upgrade", Live, "read by each upgrade"},
+	{"machine.install", Live, "read by each install"},
 	{"cluster.name", Immutable, "in every certificate and kubeconfig of the cluster"},
 	{"cluster.id", Immutable, "in every Cairn disk label of the cluster"},
 	{"cluster.endpoint", Immutable, "in every kubeconfig and certificate of the cluster"},

@@ -156,6 +156,10 @@ func TestValidateFields(t *testing.T) {
 			c.Machine.Upgrade.PublicKey = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 		}, ""},
 		{"upgrade key not Ed25519", func(c *MachineConfig) { c.Machine.Upgrade.PublicKey = "c2hvcnQ=" }, "machine.upgrade.publicKey"},
+		{"install disk path not a device", func(c *MachineConfig) { c.Machine.Install.Disk.Path = "vdb" }, "machine.install.disk.path"},
+		{"install disk sizes crossed", func(c *MachineConfig) {
+			c.Machine.Install.Disk.MinSize, c.Machine.Install.Disk.MaxSize = 10<<30, 1<<30
+		}, "machine.install.disk.minSize"},
 		{"static address", func(c *MachineConfig) {
 			c.Machine.Network.Interfaces = []Interface{{Name: "eth0", Addresses: []string{"10.5.0.2"}}}
 		}, "machine.network.interfaces[0].addresses[0]"},

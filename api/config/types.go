@@ -52,6 +52,16 @@ type Machine struct {
 	Registries map[string]Registry `yaml:"registries,omitempty" json:"registries,omitempty"`
 	// Upgrade says which upgrade bundles the node takes.
 	Upgrade Upgrade `yaml:"upgrade,omitempty" json:"upgrade,omitempty"`
+	// Install is the disk a node booted from the ISO installs itself onto when cairnctl install names
+	// none.
+	Install Install `yaml:"install,omitempty" json:"install,omitempty"`
+}
+
+// Install picks the disk for `cairnctl install` (the Install RPC) on a node booted from the ISO.
+type Install struct {
+	Disk Selector `yaml:"disk,omitempty" json:"disk,omitempty"`
+	// Wipe lets the install erase what the disk holds; without it only a blank disk is taken.
+	Wipe bool `yaml:"wipe,omitempty" json:"wipe,omitempty"`
 }
 
 // Upgrade says which upgrade bundles (api/upgrade) the node takes.

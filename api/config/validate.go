@@ -114,6 +114,12 @@ func Validate(c *MachineConfig) error {
 			e.add("machine.upgrade.publicKey", "%v", err)
 		}
 	}
+	if in := m.Install.Disk; in.Path != "" && !strings.HasPrefix(in.Path, "/dev/") {
+		e.add("machine.install.disk.path", "%q must be a device path under /dev/", in.Path)
+	}
+	if in := m.Install.Disk; in.MaxSize != 0 && in.MinSize > in.MaxSize {
+		e.add("machine.install.disk.minSize", "%s is larger than maxSize %s", in.MinSize, in.MaxSize)
+	}
 	if cl.Etcd.QuotaBackendBytes < 0 {
 		e.add("cluster.etcd.quotaBackendBytes", "must not be negative")
 	}

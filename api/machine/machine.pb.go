@@ -1374,6 +1374,159 @@ func (x *UpgradeHeader) GetTimeoutSeconds() uint32 {
 	return 0
 }
 
+type InstallRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disk          *DiskSelector          `protobuf:"bytes,1,opt,name=disk,proto3" json:"disk,omitempty"`                          // empty: the config's machine.install.disk
+	Wipe          bool                   `protobuf:"varint,2,opt,name=wipe,proto3" json:"wipe,omitempty"`                         // erase whatever the disk holds (it still must not be in use)
+	NoReboot      bool                   `protobuf:"varint,3,opt,name=no_reboot,json=noReboot,proto3" json:"no_reboot,omitempty"` // stay on the live medium; the disk boots at the next reboot
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstallRequest) Reset() {
+	*x = InstallRequest{}
+	mi := &file_machine_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstallRequest) ProtoMessage() {}
+
+func (x *InstallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstallRequest.ProtoReflect.Descriptor instead.
+func (*InstallRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *InstallRequest) GetDisk() *DiskSelector {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
+}
+
+func (x *InstallRequest) GetWipe() bool {
+	if x != nil {
+		return x.Wipe
+	}
+	return false
+}
+
+func (x *InstallRequest) GetNoReboot() bool {
+	if x != nil {
+		return x.NoReboot
+	}
+	return false
+}
+
+// DiskSelector picks exactly one disk; every field that is set must match (api/config.Selector).
+type DiskSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Serial        string                 `protobuf:"bytes,2,opt,name=serial,proto3" json:"serial,omitempty"`
+	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Wwn           string                 `protobuf:"bytes,4,opt,name=wwn,proto3" json:"wwn,omitempty"`
+	Label         string                 `protobuf:"bytes,5,opt,name=label,proto3" json:"label,omitempty"`
+	MinSize       uint64                 `protobuf:"varint,6,opt,name=min_size,json=minSize,proto3" json:"min_size,omitempty"` // bytes
+	MaxSize       uint64                 `protobuf:"varint,7,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiskSelector) Reset() {
+	*x = DiskSelector{}
+	mi := &file_machine_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskSelector) ProtoMessage() {}
+
+func (x *DiskSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskSelector.ProtoReflect.Descriptor instead.
+func (*DiskSelector) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DiskSelector) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DiskSelector) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *DiskSelector) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *DiskSelector) GetWwn() string {
+	if x != nil {
+		return x.Wwn
+	}
+	return ""
+}
+
+func (x *DiskSelector) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *DiskSelector) GetMinSize() uint64 {
+	if x != nil {
+		return x.MinSize
+	}
+	return 0
+}
+
+func (x *DiskSelector) GetMaxSize() uint64 {
+	if x != nil {
+		return x.MaxSize
+	}
+	return 0
+}
+
 type RollbackRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1382,7 +1535,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1547,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1560,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{21}
+	return file_machine_proto_rawDescGZIP(), []int{23}
 }
 
 type RollbackResponse struct {
@@ -1420,7 +1573,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1585,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1598,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{22}
+	return file_machine_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RollbackResponse) GetSlot() string {
@@ -1472,7 +1625,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1637,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1650,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{23}
+	return file_machine_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EventsRequest) GetFollow() bool {
@@ -1532,7 +1685,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1697,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1710,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{24}
+	return file_machine_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1643,7 +1796,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1808,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1821,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{25}
+	return file_machine_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LogsRequest) GetService() string {
@@ -1709,7 +1862,7 @@ type DmesgRequest struct {
 
 func (x *DmesgRequest) Reset() {
 	*x = DmesgRequest{}
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1874,7 @@ func (x *DmesgRequest) String() string {
 func (*DmesgRequest) ProtoMessage() {}
 
 func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1887,7 @@ func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DmesgRequest.ProtoReflect.Descriptor instead.
 func (*DmesgRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{26}
+	return file_machine_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DmesgRequest) GetFollow() bool {
@@ -1762,7 +1915,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1927,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1940,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{27}
+	return file_machine_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LogLine) GetTime() *timestamppb.Timestamp {
@@ -1819,7 +1972,7 @@ type ServicesRequest struct {
 
 func (x *ServicesRequest) Reset() {
 	*x = ServicesRequest{}
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1984,7 @@ func (x *ServicesRequest) String() string {
 func (*ServicesRequest) ProtoMessage() {}
 
 func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1997,7 @@ func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesRequest.ProtoReflect.Descriptor instead.
 func (*ServicesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{28}
+	return file_machine_proto_rawDescGZIP(), []int{30}
 }
 
 type ServicesResponse struct {
@@ -1856,7 +2009,7 @@ type ServicesResponse struct {
 
 func (x *ServicesResponse) Reset() {
 	*x = ServicesResponse{}
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2021,7 @@ func (x *ServicesResponse) String() string {
 func (*ServicesResponse) ProtoMessage() {}
 
 func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2034,7 @@ func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesResponse.ProtoReflect.Descriptor instead.
 func (*ServicesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{29}
+	return file_machine_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ServicesResponse) GetServices() []*Service {
@@ -1907,7 +2060,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2072,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2085,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{30}
+	return file_machine_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Service) GetName() string {
@@ -2000,7 +2153,7 @@ type ServiceRequest struct {
 
 func (x *ServiceRequest) Reset() {
 	*x = ServiceRequest{}
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2165,7 @@ func (x *ServiceRequest) String() string {
 func (*ServiceRequest) ProtoMessage() {}
 
 func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2178,7 @@ func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceRequest.ProtoReflect.Descriptor instead.
 func (*ServiceRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{31}
+	return file_machine_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ServiceRequest) GetName() string {
@@ -2044,7 +2197,7 @@ type ServiceResponse struct {
 
 func (x *ServiceResponse) Reset() {
 	*x = ServiceResponse{}
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2209,7 @@ func (x *ServiceResponse) String() string {
 func (*ServiceResponse) ProtoMessage() {}
 
 func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2222,7 @@ func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResponse.ProtoReflect.Descriptor instead.
 func (*ServiceResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{32}
+	return file_machine_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ServiceResponse) GetService() *Service {
@@ -2087,7 +2240,7 @@ type DisksRequest struct {
 
 func (x *DisksRequest) Reset() {
 	*x = DisksRequest{}
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2252,7 @@ func (x *DisksRequest) String() string {
 func (*DisksRequest) ProtoMessage() {}
 
 func (x *DisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2265,7 @@ func (x *DisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksRequest.ProtoReflect.Descriptor instead.
 func (*DisksRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{33}
+	return file_machine_proto_rawDescGZIP(), []int{35}
 }
 
 type DisksResponse struct {
@@ -2124,7 +2277,7 @@ type DisksResponse struct {
 
 func (x *DisksResponse) Reset() {
 	*x = DisksResponse{}
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2289,7 @@ func (x *DisksResponse) String() string {
 func (*DisksResponse) ProtoMessage() {}
 
 func (x *DisksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2302,7 @@ func (x *DisksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksResponse.ProtoReflect.Descriptor instead.
 func (*DisksResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{34}
+	return file_machine_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DisksResponse) GetDisks() []*Disk {
@@ -2182,7 +2335,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2347,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2360,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{35}
+	return file_machine_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Disk) GetName() string {
@@ -2328,7 +2481,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2493,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2506,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{36}
+	return file_machine_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Partition) GetName() string {
@@ -2403,7 +2556,7 @@ type Signature struct {
 
 func (x *Signature) Reset() {
 	*x = Signature{}
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2568,7 @@ func (x *Signature) String() string {
 func (*Signature) ProtoMessage() {}
 
 func (x *Signature) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2581,7 @@ func (x *Signature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signature.ProtoReflect.Descriptor instead.
 func (*Signature) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{37}
+	return file_machine_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Signature) GetType() string {
@@ -2467,7 +2620,7 @@ type MountsRequest struct {
 
 func (x *MountsRequest) Reset() {
 	*x = MountsRequest{}
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2632,7 @@ func (x *MountsRequest) String() string {
 func (*MountsRequest) ProtoMessage() {}
 
 func (x *MountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2645,7 @@ func (x *MountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsRequest.ProtoReflect.Descriptor instead.
 func (*MountsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{38}
+	return file_machine_proto_rawDescGZIP(), []int{40}
 }
 
 type MountsResponse struct {
@@ -2504,7 +2657,7 @@ type MountsResponse struct {
 
 func (x *MountsResponse) Reset() {
 	*x = MountsResponse{}
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2669,7 @@ func (x *MountsResponse) String() string {
 func (*MountsResponse) ProtoMessage() {}
 
 func (x *MountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2682,7 @@ func (x *MountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsResponse.ProtoReflect.Descriptor instead.
 func (*MountsResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{39}
+	return file_machine_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MountsResponse) GetMounts() []*Mount {
@@ -2556,7 +2709,7 @@ type Mount struct {
 
 func (x *Mount) Reset() {
 	*x = Mount{}
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2721,7 @@ func (x *Mount) String() string {
 func (*Mount) ProtoMessage() {}
 
 func (x *Mount) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2734,7 @@ func (x *Mount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mount.ProtoReflect.Descriptor instead.
 func (*Mount) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{40}
+	return file_machine_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Mount) GetSource() string {
@@ -2655,7 +2808,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2820,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2833,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{41}
+	return file_machine_proto_rawDescGZIP(), []int{43}
 }
 
 type HealthResponse struct {
@@ -2693,7 +2846,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2858,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2871,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{42}
+	return file_machine_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HealthResponse) GetChecks() []*HealthCheck {
@@ -2746,7 +2899,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2911,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2924,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{43}
+	return file_machine_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HealthCheck) GetName() string {
@@ -2803,7 +2956,7 @@ type KubeconfigRequest struct {
 
 func (x *KubeconfigRequest) Reset() {
 	*x = KubeconfigRequest{}
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2968,7 @@ func (x *KubeconfigRequest) String() string {
 func (*KubeconfigRequest) ProtoMessage() {}
 
 func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2981,7 @@ func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*KubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{44}
+	return file_machine_proto_rawDescGZIP(), []int{46}
 }
 
 type KubeconfigResponse struct {
@@ -2840,7 +2993,7 @@ type KubeconfigResponse struct {
 
 func (x *KubeconfigResponse) Reset() {
 	*x = KubeconfigResponse{}
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3005,7 @@ func (x *KubeconfigResponse) String() string {
 func (*KubeconfigResponse) ProtoMessage() {}
 
 func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3018,7 @@ func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigResponse.ProtoReflect.Descriptor instead.
 func (*KubeconfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{45}
+	return file_machine_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *KubeconfigResponse) GetKubeconfig() []byte {
@@ -2883,7 +3036,7 @@ type EtcdMembersRequest struct {
 
 func (x *EtcdMembersRequest) Reset() {
 	*x = EtcdMembersRequest{}
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3048,7 @@ func (x *EtcdMembersRequest) String() string {
 func (*EtcdMembersRequest) ProtoMessage() {}
 
 func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3061,7 @@ func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersRequest.ProtoReflect.Descriptor instead.
 func (*EtcdMembersRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{46}
+	return file_machine_proto_rawDescGZIP(), []int{48}
 }
 
 type EtcdMembersResponse struct {
@@ -2920,7 +3073,7 @@ type EtcdMembersResponse struct {
 
 func (x *EtcdMembersResponse) Reset() {
 	*x = EtcdMembersResponse{}
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3085,7 @@ func (x *EtcdMembersResponse) String() string {
 func (*EtcdMembersResponse) ProtoMessage() {}
 
 func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3098,7 @@ func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersResponse.ProtoReflect.Descriptor instead.
 func (*EtcdMembersResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{47}
+	return file_machine_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EtcdMembersResponse) GetMembers() []*EtcdMember {
@@ -2969,7 +3122,7 @@ type EtcdMember struct {
 
 func (x *EtcdMember) Reset() {
 	*x = EtcdMember{}
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3134,7 @@ func (x *EtcdMember) String() string {
 func (*EtcdMember) ProtoMessage() {}
 
 func (x *EtcdMember) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3147,7 @@ func (x *EtcdMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMember.ProtoReflect.Descriptor instead.
 func (*EtcdMember) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{48}
+	return file_machine_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EtcdMember) GetId() uint64 {
@@ -3048,7 +3201,7 @@ type EtcdRemoveMemberRequest struct {
 
 func (x *EtcdRemoveMemberRequest) Reset() {
 	*x = EtcdRemoveMemberRequest{}
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3213,7 @@ func (x *EtcdRemoveMemberRequest) String() string {
 func (*EtcdRemoveMemberRequest) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3226,7 @@ func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{49}
+	return file_machine_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EtcdRemoveMemberRequest) GetMember() string {
@@ -3093,7 +3246,7 @@ type EtcdRemoveMemberResponse struct {
 
 func (x *EtcdRemoveMemberResponse) Reset() {
 	*x = EtcdRemoveMemberResponse{}
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3258,7 @@ func (x *EtcdRemoveMemberResponse) String() string {
 func (*EtcdRemoveMemberResponse) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3271,7 @@ func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{50}
+	return file_machine_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EtcdRemoveMemberResponse) GetRemoved() *EtcdMember {
@@ -3143,7 +3296,7 @@ type CertificatesRequest struct {
 
 func (x *CertificatesRequest) Reset() {
 	*x = CertificatesRequest{}
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3308,7 @@ func (x *CertificatesRequest) String() string {
 func (*CertificatesRequest) ProtoMessage() {}
 
 func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3321,7 @@ func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesRequest.ProtoReflect.Descriptor instead.
 func (*CertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{51}
+	return file_machine_proto_rawDescGZIP(), []int{53}
 }
 
 type CertificatesResponse struct {
@@ -3181,7 +3334,7 @@ type CertificatesResponse struct {
 
 func (x *CertificatesResponse) Reset() {
 	*x = CertificatesResponse{}
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3346,7 @@ func (x *CertificatesResponse) String() string {
 func (*CertificatesResponse) ProtoMessage() {}
 
 func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3359,7 @@ func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesResponse.ProtoReflect.Descriptor instead.
 func (*CertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{52}
+	return file_machine_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CertificatesResponse) GetCertificates() []*Certificate {
@@ -3238,7 +3391,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3403,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3416,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{53}
+	return file_machine_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Certificate) GetName() string {
@@ -3323,7 +3476,7 @@ type EtcdSnapshotRequest struct {
 
 func (x *EtcdSnapshotRequest) Reset() {
 	*x = EtcdSnapshotRequest{}
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3335,7 +3488,7 @@ func (x *EtcdSnapshotRequest) String() string {
 func (*EtcdSnapshotRequest) ProtoMessage() {}
 
 func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3348,7 +3501,7 @@ func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*EtcdSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{54}
+	return file_machine_proto_rawDescGZIP(), []int{56}
 }
 
 type DataChunk struct {
@@ -3361,7 +3514,7 @@ type DataChunk struct {
 
 func (x *DataChunk) Reset() {
 	*x = DataChunk{}
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3373,7 +3526,7 @@ func (x *DataChunk) String() string {
 func (*DataChunk) ProtoMessage() {}
 
 func (x *DataChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3386,7 +3539,7 @@ func (x *DataChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataChunk.ProtoReflect.Descriptor instead.
 func (*DataChunk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{55}
+	return file_machine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DataChunk) GetData() []byte {
@@ -3414,7 +3567,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3579,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3592,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{56}
+	return file_machine_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -3474,7 +3627,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3639,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3652,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{57}
+	return file_machine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -3531,7 +3684,7 @@ type ListJoinTokensRequest struct {
 
 func (x *ListJoinTokensRequest) Reset() {
 	*x = ListJoinTokensRequest{}
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3543,7 +3696,7 @@ func (x *ListJoinTokensRequest) String() string {
 func (*ListJoinTokensRequest) ProtoMessage() {}
 
 func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3556,7 +3709,7 @@ func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{58}
+	return file_machine_proto_rawDescGZIP(), []int{60}
 }
 
 type ListJoinTokensResponse struct {
@@ -3568,7 +3721,7 @@ type ListJoinTokensResponse struct {
 
 func (x *ListJoinTokensResponse) Reset() {
 	*x = ListJoinTokensResponse{}
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3733,7 @@ func (x *ListJoinTokensResponse) String() string {
 func (*ListJoinTokensResponse) ProtoMessage() {}
 
 func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3746,7 @@ func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{59}
+	return file_machine_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListJoinTokensResponse) GetTokens() []*JoinTokenInfo {
@@ -3615,7 +3768,7 @@ type JoinTokenInfo struct {
 
 func (x *JoinTokenInfo) Reset() {
 	*x = JoinTokenInfo{}
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3780,7 @@ func (x *JoinTokenInfo) String() string {
 func (*JoinTokenInfo) ProtoMessage() {}
 
 func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3793,7 @@ func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenInfo.ProtoReflect.Descriptor instead.
 func (*JoinTokenInfo) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{60}
+	return file_machine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JoinTokenInfo) GetId() string {
@@ -3680,7 +3833,7 @@ type RevokeJoinTokenRequest struct {
 
 func (x *RevokeJoinTokenRequest) Reset() {
 	*x = RevokeJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +3845,7 @@ func (x *RevokeJoinTokenRequest) String() string {
 func (*RevokeJoinTokenRequest) ProtoMessage() {}
 
 func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +3858,7 @@ func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{61}
+	return file_machine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RevokeJoinTokenRequest) GetId() string {
@@ -3723,7 +3876,7 @@ type RevokeJoinTokenResponse struct {
 
 func (x *RevokeJoinTokenResponse) Reset() {
 	*x = RevokeJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3735,7 +3888,7 @@ func (x *RevokeJoinTokenResponse) String() string {
 func (*RevokeJoinTokenResponse) ProtoMessage() {}
 
 func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3748,7 +3901,7 @@ func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{62}
+	return file_machine_proto_rawDescGZIP(), []int{64}
 }
 
 type ImageImportRequest struct {
@@ -3764,7 +3917,7 @@ type ImageImportRequest struct {
 
 func (x *ImageImportRequest) Reset() {
 	*x = ImageImportRequest{}
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +3929,7 @@ func (x *ImageImportRequest) String() string {
 func (*ImageImportRequest) ProtoMessage() {}
 
 func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +3942,7 @@ func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportRequest.ProtoReflect.Descriptor instead.
 func (*ImageImportRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{63}
+	return file_machine_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ImageImportRequest) GetMsg() isImageImportRequest_Msg {
@@ -3844,7 +3997,7 @@ type ImageImportHeader struct {
 
 func (x *ImageImportHeader) Reset() {
 	*x = ImageImportHeader{}
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +4009,7 @@ func (x *ImageImportHeader) String() string {
 func (*ImageImportHeader) ProtoMessage() {}
 
 func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +4022,7 @@ func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportHeader.ProtoReflect.Descriptor instead.
 func (*ImageImportHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{64}
+	return file_machine_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ImageImportHeader) GetFileName() string {
@@ -3906,7 +4059,7 @@ type ImageImportResponse struct {
 
 func (x *ImageImportResponse) Reset() {
 	*x = ImageImportResponse{}
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3918,7 +4071,7 @@ func (x *ImageImportResponse) String() string {
 func (*ImageImportResponse) ProtoMessage() {}
 
 func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,7 +4084,7 @@ func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResponse.ProtoReflect.Descriptor instead.
 func (*ImageImportResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{65}
+	return file_machine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ImageImportResponse) GetMsg() isImageImportResponse_Msg {
@@ -3987,7 +4140,7 @@ type ImageImportProgress struct {
 
 func (x *ImageImportProgress) Reset() {
 	*x = ImageImportProgress{}
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4152,7 @@ func (x *ImageImportProgress) String() string {
 func (*ImageImportProgress) ProtoMessage() {}
 
 func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4165,7 @@ func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportProgress.ProtoReflect.Descriptor instead.
 func (*ImageImportProgress) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{66}
+	return file_machine_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ImageImportProgress) GetPhase() string {
@@ -4052,7 +4205,7 @@ type ImageImportResult struct {
 
 func (x *ImageImportResult) Reset() {
 	*x = ImageImportResult{}
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4217,7 @@ func (x *ImageImportResult) String() string {
 func (*ImageImportResult) ProtoMessage() {}
 
 func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4230,7 @@ func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResult.ProtoReflect.Descriptor instead.
 func (*ImageImportResult) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{67}
+	return file_machine_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ImageImportResult) GetImages() []*Image {
@@ -4100,7 +4253,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4112,7 +4265,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4125,7 +4278,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{68}
+	return file_machine_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Image) GetName() string {
@@ -4171,7 +4324,7 @@ type ImageListRequest struct {
 
 func (x *ImageListRequest) Reset() {
 	*x = ImageListRequest{}
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4336,7 @@ func (x *ImageListRequest) String() string {
 func (*ImageListRequest) ProtoMessage() {}
 
 func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4349,7 @@ func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListRequest.ProtoReflect.Descriptor instead.
 func (*ImageListRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{69}
+	return file_machine_proto_rawDescGZIP(), []int{71}
 }
 
 type ImageListResponse struct {
@@ -4208,7 +4361,7 @@ type ImageListResponse struct {
 
 func (x *ImageListResponse) Reset() {
 	*x = ImageListResponse{}
-	mi := &file_machine_proto_msgTypes[70]
+	mi := &file_machine_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +4373,7 @@ func (x *ImageListResponse) String() string {
 func (*ImageListResponse) ProtoMessage() {}
 
 func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[70]
+	mi := &file_machine_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +4386,7 @@ func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListResponse.ProtoReflect.Descriptor instead.
 func (*ImageListResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{70}
+	return file_machine_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ImageListResponse) GetImages() []*Image {
@@ -4253,7 +4406,7 @@ type ImageRemoveRequest struct {
 
 func (x *ImageRemoveRequest) Reset() {
 	*x = ImageRemoveRequest{}
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4265,7 +4418,7 @@ func (x *ImageRemoveRequest) String() string {
 func (*ImageRemoveRequest) ProtoMessage() {}
 
 func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4278,7 +4431,7 @@ func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveRequest.ProtoReflect.Descriptor instead.
 func (*ImageRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{71}
+	return file_machine_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ImageRemoveRequest) GetNames() []string {
@@ -4304,7 +4457,7 @@ type ImageRemoveResponse struct {
 
 func (x *ImageRemoveResponse) Reset() {
 	*x = ImageRemoveResponse{}
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4316,7 +4469,7 @@ func (x *ImageRemoveResponse) String() string {
 func (*ImageRemoveResponse) ProtoMessage() {}
 
 func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4329,7 +4482,7 @@ func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveResponse.ProtoReflect.Descriptor instead.
 func (*ImageRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{72}
+	return file_machine_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ImageRemoveResponse) GetRemoved() []string {
@@ -4351,7 +4504,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_machine_proto_msgTypes[73]
+	mi := &file_machine_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4363,7 +4516,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[73]
+	mi := &file_machine_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4376,7 +4529,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{73}
+	return file_machine_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ProfileRequest) GetName() string {
@@ -4415,7 +4568,7 @@ type WatchdogStopRequest struct {
 
 func (x *WatchdogStopRequest) Reset() {
 	*x = WatchdogStopRequest{}
-	mi := &file_machine_proto_msgTypes[74]
+	mi := &file_machine_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4427,7 +4580,7 @@ func (x *WatchdogStopRequest) String() string {
 func (*WatchdogStopRequest) ProtoMessage() {}
 
 func (x *WatchdogStopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[74]
+	mi := &file_machine_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4440,7 +4593,7 @@ func (x *WatchdogStopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchdogStopRequest.ProtoReflect.Descriptor instead.
 func (*WatchdogStopRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{74}
+	return file_machine_proto_rawDescGZIP(), []int{76}
 }
 
 type WatchdogStopResponse struct {
@@ -4452,7 +4605,7 @@ type WatchdogStopResponse struct {
 
 func (x *WatchdogStopResponse) Reset() {
 	*x = WatchdogStopResponse{}
-	mi := &file_machine_proto_msgTypes[75]
+	mi := &file_machine_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4464,7 +4617,7 @@ func (x *WatchdogStopResponse) String() string {
 func (*WatchdogStopResponse) ProtoMessage() {}
 
 func (x *WatchdogStopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[75]
+	mi := &file_machine_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4477,7 +4630,7 @@ func (x *WatchdogStopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchdogStopResponse.ProtoReflect.Descriptor instead.
 func (*WatchdogStopResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{75}
+	return file_machine_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WatchdogStopResponse) GetResetWithinSeconds() uint32 {
@@ -4496,7 +4649,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_machine_proto_msgTypes[76]
+	mi := &file_machine_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4508,7 +4661,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[76]
+	mi := &file_machine_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4521,7 +4674,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{76}
+	return file_machine_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetConfigRequest) GetShowSecrets() bool {
@@ -4541,7 +4694,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_machine_proto_msgTypes[77]
+	mi := &file_machine_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4553,7 +4706,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[77]
+	mi := &file_machine_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4566,7 +4719,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{77}
+	return file_machine_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetConfigResponse) GetConfig() []byte {
@@ -4686,7 +4839,19 @@ const file_machine_proto_rawDesc = "" +
 	"\rUpgradeHeader\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\bR\x05stage\x12'\n" +
-	"\x0ftimeout_seconds\x18\x03 \x01(\rR\x0etimeoutSeconds\"\x11\n" +
+	"\x0ftimeout_seconds\x18\x03 \x01(\rR\x0etimeoutSeconds\"{\n" +
+	"\x0eInstallRequest\x128\n" +
+	"\x04disk\x18\x01 \x01(\v2$.cairn.machine.v1alpha1.DiskSelectorR\x04disk\x12\x12\n" +
+	"\x04wipe\x18\x02 \x01(\bR\x04wipe\x12\x1b\n" +
+	"\tno_reboot\x18\x03 \x01(\bR\bnoReboot\"\xae\x01\n" +
+	"\fDiskSelector\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06serial\x18\x02 \x01(\tR\x06serial\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x10\n" +
+	"\x03wwn\x18\x04 \x01(\tR\x03wwn\x12\x14\n" +
+	"\x05label\x18\x05 \x01(\tR\x05label\x12\x19\n" +
+	"\bmin_size\x18\x06 \x01(\x04R\aminSize\x12\x19\n" +
+	"\bmax_size\x18\a \x01(\x04R\amaxSize\"\x11\n" +
 	"\x0fRollbackRequest\"@\n" +
 	"\x10RollbackResponse\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\tR\x04slot\x12\x18\n" +
@@ -4901,7 +5066,7 @@ const file_machine_proto_rawDesc = "" +
 	"\fshow_secrets\x18\x01 \x01(\bR\vshowSecrets\"G\n" +
 	"\x11GetConfigResponse\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12\x1a\n" +
-	"\bredacted\x18\x02 \x01(\bR\bredacted2\xb4\x19\n" +
+	"\bredacted\x18\x02 \x01(\bR\bredacted2\x88\x1a\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -4912,7 +5077,8 @@ const file_machine_proto_rawDesc = "" +
 	"\bShutdown\x12'.cairn.machine.v1alpha1.ShutdownRequest\x1a(.cairn.machine.v1alpha1.ShutdownResponse\x12T\n" +
 	"\x05Reset\x12$.cairn.machine.v1alpha1.ResetRequest\x1a%.cairn.machine.v1alpha1.ResetResponse\x12T\n" +
 	"\aUpgrade\x12&.cairn.machine.v1alpha1.UpgradeRequest\x1a\x1d.cairn.machine.v1alpha1.Event(\x010\x01\x12]\n" +
-	"\bRollback\x12'.cairn.machine.v1alpha1.RollbackRequest\x1a(.cairn.machine.v1alpha1.RollbackResponse\x12P\n" +
+	"\bRollback\x12'.cairn.machine.v1alpha1.RollbackRequest\x1a(.cairn.machine.v1alpha1.RollbackResponse\x12R\n" +
+	"\aInstall\x12&.cairn.machine.v1alpha1.InstallRequest\x1a\x1d.cairn.machine.v1alpha1.Event0\x01\x12P\n" +
 	"\x06Events\x12%.cairn.machine.v1alpha1.EventsRequest\x1a\x1d.cairn.machine.v1alpha1.Event0\x01\x12N\n" +
 	"\x04Logs\x12#.cairn.machine.v1alpha1.LogsRequest\x1a\x1f.cairn.machine.v1alpha1.LogLine0\x01\x12P\n" +
 	"\x05Dmesg\x12$.cairn.machine.v1alpha1.DmesgRequest\x1a\x1f.cairn.machine.v1alpha1.LogLine0\x01\x12]\n" +
@@ -4951,7 +5117,7 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),           // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),          // 1: cairn.machine.v1alpha1.VersionResponse
@@ -4974,174 +5140,179 @@ var file_machine_proto_goTypes = []any{
 	(*ResetResponse)(nil),            // 18: cairn.machine.v1alpha1.ResetResponse
 	(*UpgradeRequest)(nil),           // 19: cairn.machine.v1alpha1.UpgradeRequest
 	(*UpgradeHeader)(nil),            // 20: cairn.machine.v1alpha1.UpgradeHeader
-	(*RollbackRequest)(nil),          // 21: cairn.machine.v1alpha1.RollbackRequest
-	(*RollbackResponse)(nil),         // 22: cairn.machine.v1alpha1.RollbackResponse
-	(*EventsRequest)(nil),            // 23: cairn.machine.v1alpha1.EventsRequest
-	(*Event)(nil),                    // 24: cairn.machine.v1alpha1.Event
-	(*LogsRequest)(nil),              // 25: cairn.machine.v1alpha1.LogsRequest
-	(*DmesgRequest)(nil),             // 26: cairn.machine.v1alpha1.DmesgRequest
-	(*LogLine)(nil),                  // 27: cairn.machine.v1alpha1.LogLine
-	(*ServicesRequest)(nil),          // 28: cairn.machine.v1alpha1.ServicesRequest
-	(*ServicesResponse)(nil),         // 29: cairn.machine.v1alpha1.ServicesResponse
-	(*Service)(nil),                  // 30: cairn.machine.v1alpha1.Service
-	(*ServiceRequest)(nil),           // 31: cairn.machine.v1alpha1.ServiceRequest
-	(*ServiceResponse)(nil),          // 32: cairn.machine.v1alpha1.ServiceResponse
-	(*DisksRequest)(nil),             // 33: cairn.machine.v1alpha1.DisksRequest
-	(*DisksResponse)(nil),            // 34: cairn.machine.v1alpha1.DisksResponse
-	(*Disk)(nil),                     // 35: cairn.machine.v1alpha1.Disk
-	(*Partition)(nil),                // 36: cairn.machine.v1alpha1.Partition
-	(*Signature)(nil),                // 37: cairn.machine.v1alpha1.Signature
-	(*MountsRequest)(nil),            // 38: cairn.machine.v1alpha1.MountsRequest
-	(*MountsResponse)(nil),           // 39: cairn.machine.v1alpha1.MountsResponse
-	(*Mount)(nil),                    // 40: cairn.machine.v1alpha1.Mount
-	(*HealthRequest)(nil),            // 41: cairn.machine.v1alpha1.HealthRequest
-	(*HealthResponse)(nil),           // 42: cairn.machine.v1alpha1.HealthResponse
-	(*HealthCheck)(nil),              // 43: cairn.machine.v1alpha1.HealthCheck
-	(*KubeconfigRequest)(nil),        // 44: cairn.machine.v1alpha1.KubeconfigRequest
-	(*KubeconfigResponse)(nil),       // 45: cairn.machine.v1alpha1.KubeconfigResponse
-	(*EtcdMembersRequest)(nil),       // 46: cairn.machine.v1alpha1.EtcdMembersRequest
-	(*EtcdMembersResponse)(nil),      // 47: cairn.machine.v1alpha1.EtcdMembersResponse
-	(*EtcdMember)(nil),               // 48: cairn.machine.v1alpha1.EtcdMember
-	(*EtcdRemoveMemberRequest)(nil),  // 49: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	(*EtcdRemoveMemberResponse)(nil), // 50: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	(*CertificatesRequest)(nil),      // 51: cairn.machine.v1alpha1.CertificatesRequest
-	(*CertificatesResponse)(nil),     // 52: cairn.machine.v1alpha1.CertificatesResponse
-	(*Certificate)(nil),              // 53: cairn.machine.v1alpha1.Certificate
-	(*EtcdSnapshotRequest)(nil),      // 54: cairn.machine.v1alpha1.EtcdSnapshotRequest
-	(*DataChunk)(nil),                // 55: cairn.machine.v1alpha1.DataChunk
-	(*CreateJoinTokenRequest)(nil),   // 56: cairn.machine.v1alpha1.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil),  // 57: cairn.machine.v1alpha1.CreateJoinTokenResponse
-	(*ListJoinTokensRequest)(nil),    // 58: cairn.machine.v1alpha1.ListJoinTokensRequest
-	(*ListJoinTokensResponse)(nil),   // 59: cairn.machine.v1alpha1.ListJoinTokensResponse
-	(*JoinTokenInfo)(nil),            // 60: cairn.machine.v1alpha1.JoinTokenInfo
-	(*RevokeJoinTokenRequest)(nil),   // 61: cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	(*RevokeJoinTokenResponse)(nil),  // 62: cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	(*ImageImportRequest)(nil),       // 63: cairn.machine.v1alpha1.ImageImportRequest
-	(*ImageImportHeader)(nil),        // 64: cairn.machine.v1alpha1.ImageImportHeader
-	(*ImageImportResponse)(nil),      // 65: cairn.machine.v1alpha1.ImageImportResponse
-	(*ImageImportProgress)(nil),      // 66: cairn.machine.v1alpha1.ImageImportProgress
-	(*ImageImportResult)(nil),        // 67: cairn.machine.v1alpha1.ImageImportResult
-	(*Image)(nil),                    // 68: cairn.machine.v1alpha1.Image
-	(*ImageListRequest)(nil),         // 69: cairn.machine.v1alpha1.ImageListRequest
-	(*ImageListResponse)(nil),        // 70: cairn.machine.v1alpha1.ImageListResponse
-	(*ImageRemoveRequest)(nil),       // 71: cairn.machine.v1alpha1.ImageRemoveRequest
-	(*ImageRemoveResponse)(nil),      // 72: cairn.machine.v1alpha1.ImageRemoveResponse
-	(*ProfileRequest)(nil),           // 73: cairn.machine.v1alpha1.ProfileRequest
-	(*WatchdogStopRequest)(nil),      // 74: cairn.machine.v1alpha1.WatchdogStopRequest
-	(*WatchdogStopResponse)(nil),     // 75: cairn.machine.v1alpha1.WatchdogStopResponse
-	(*GetConfigRequest)(nil),         // 76: cairn.machine.v1alpha1.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 77: cairn.machine.v1alpha1.GetConfigResponse
-	(*timestamppb.Timestamp)(nil),    // 78: google.protobuf.Timestamp
+	(*InstallRequest)(nil),           // 21: cairn.machine.v1alpha1.InstallRequest
+	(*DiskSelector)(nil),             // 22: cairn.machine.v1alpha1.DiskSelector
+	(*RollbackRequest)(nil),          // 23: cairn.machine.v1alpha1.RollbackRequest
+	(*RollbackResponse)(nil),         // 24: cairn.machine.v1alpha1.RollbackResponse
+	(*EventsRequest)(nil),            // 25: cairn.machine.v1alpha1.EventsRequest
+	(*Event)(nil),                    // 26: cairn.machine.v1alpha1.Event
+	(*LogsRequest)(nil),              // 27: cairn.machine.v1alpha1.LogsRequest
+	(*DmesgRequest)(nil),             // 28: cairn.machine.v1alpha1.DmesgRequest
+	(*LogLine)(nil),                  // 29: cairn.machine.v1alpha1.LogLine
+	(*ServicesRequest)(nil),          // 30: cairn.machine.v1alpha1.ServicesRequest
+	(*ServicesResponse)(nil),         // 31: cairn.machine.v1alpha1.ServicesResponse
+	(*Service)(nil),                  // 32: cairn.machine.v1alpha1.Service
+	(*ServiceRequest)(nil),           // 33: cairn.machine.v1alpha1.ServiceRequest
+	(*ServiceResponse)(nil),          // 34: cairn.machine.v1alpha1.ServiceResponse
+	(*DisksRequest)(nil),             // 35: cairn.machine.v1alpha1.DisksRequest
+	(*DisksResponse)(nil),            // 36: cairn.machine.v1alpha1.DisksResponse
+	(*Disk)(nil),                     // 37: cairn.machine.v1alpha1.Disk
+	(*Partition)(nil),                // 38: cairn.machine.v1alpha1.Partition
+	(*Signature)(nil),                // 39: cairn.machine.v1alpha1.Signature
+	(*MountsRequest)(nil),            // 40: cairn.machine.v1alpha1.MountsRequest
+	(*MountsResponse)(nil),           // 41: cairn.machine.v1alpha1.MountsResponse
+	(*Mount)(nil),                    // 42: cairn.machine.v1alpha1.Mount
+	(*HealthRequest)(nil),            // 43: cairn.machine.v1alpha1.HealthRequest
+	(*HealthResponse)(nil),           // 44: cairn.machine.v1alpha1.HealthResponse
+	(*HealthCheck)(nil),              // 45: cairn.machine.v1alpha1.HealthCheck
+	(*KubeconfigRequest)(nil),        // 46: cairn.machine.v1alpha1.KubeconfigRequest
+	(*KubeconfigResponse)(nil),       // 47: cairn.machine.v1alpha1.KubeconfigResponse
+	(*EtcdMembersRequest)(nil),       // 48: cairn.machine.v1alpha1.EtcdMembersRequest
+	(*EtcdMembersResponse)(nil),      // 49: cairn.machine.v1alpha1.EtcdMembersResponse
+	(*EtcdMember)(nil),               // 50: cairn.machine.v1alpha1.EtcdMember
+	(*EtcdRemoveMemberRequest)(nil),  // 51: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	(*EtcdRemoveMemberResponse)(nil), // 52: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	(*CertificatesRequest)(nil),      // 53: cairn.machine.v1alpha1.CertificatesRequest
+	(*CertificatesResponse)(nil),     // 54: cairn.machine.v1alpha1.CertificatesResponse
+	(*Certificate)(nil),              // 55: cairn.machine.v1alpha1.Certificate
+	(*EtcdSnapshotRequest)(nil),      // 56: cairn.machine.v1alpha1.EtcdSnapshotRequest
+	(*DataChunk)(nil),                // 57: cairn.machine.v1alpha1.DataChunk
+	(*CreateJoinTokenRequest)(nil),   // 58: cairn.machine.v1alpha1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),  // 59: cairn.machine.v1alpha1.CreateJoinTokenResponse
+	(*ListJoinTokensRequest)(nil),    // 60: cairn.machine.v1alpha1.ListJoinTokensRequest
+	(*ListJoinTokensResponse)(nil),   // 61: cairn.machine.v1alpha1.ListJoinTokensResponse
+	(*JoinTokenInfo)(nil),            // 62: cairn.machine.v1alpha1.JoinTokenInfo
+	(*RevokeJoinTokenRequest)(nil),   // 63: cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	(*RevokeJoinTokenResponse)(nil),  // 64: cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	(*ImageImportRequest)(nil),       // 65: cairn.machine.v1alpha1.ImageImportRequest
+	(*ImageImportHeader)(nil),        // 66: cairn.machine.v1alpha1.ImageImportHeader
+	(*ImageImportResponse)(nil),      // 67: cairn.machine.v1alpha1.ImageImportResponse
+	(*ImageImportProgress)(nil),      // 68: cairn.machine.v1alpha1.ImageImportProgress
+	(*ImageImportResult)(nil),        // 69: cairn.machine.v1alpha1.ImageImportResult
+	(*Image)(nil),                    // 70: cairn.machine.v1alpha1.Image
+	(*ImageListRequest)(nil),         // 71: cairn.machine.v1alpha1.ImageListRequest
+	(*ImageListResponse)(nil),        // 72: cairn.machine.v1alpha1.ImageListResponse
+	(*ImageRemoveRequest)(nil),       // 73: cairn.machine.v1alpha1.ImageRemoveRequest
+	(*ImageRemoveResponse)(nil),      // 74: cairn.machine.v1alpha1.ImageRemoveResponse
+	(*ProfileRequest)(nil),           // 75: cairn.machine.v1alpha1.ProfileRequest
+	(*WatchdogStopRequest)(nil),      // 76: cairn.machine.v1alpha1.WatchdogStopRequest
+	(*WatchdogStopResponse)(nil),     // 77: cairn.machine.v1alpha1.WatchdogStopResponse
+	(*GetConfigRequest)(nil),         // 78: cairn.machine.v1alpha1.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 79: cairn.machine.v1alpha1.GetConfigResponse
+	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
 	2,  // 0: cairn.machine.v1alpha1.VersionResponse.slots:type_name -> cairn.machine.v1alpha1.BootSlot
-	78, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	80, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
 	6,  // 2: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
 	5,  // 3: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
-	78, // 4: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
+	80, // 4: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
 	7,  // 5: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
 	12, // 6: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
 	20, // 7: cairn.machine.v1alpha1.UpgradeRequest.header:type_name -> cairn.machine.v1alpha1.UpgradeHeader
-	78, // 8: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	78, // 9: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	78, // 10: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
-	30, // 11: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	78, // 12: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
-	30, // 13: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
-	35, // 14: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
-	37, // 15: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	36, // 16: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
-	37, // 17: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	40, // 18: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
-	43, // 19: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
-	48, // 20: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	48, // 21: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
-	48, // 22: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	53, // 23: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
-	78, // 24: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	78, // 25: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	78, // 26: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
-	78, // 27: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	60, // 28: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
-	78, // 29: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
-	64, // 30: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
-	66, // 31: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
-	67, // 32: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
-	68, // 33: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
-	68, // 34: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
-	0,  // 35: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	3,  // 36: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	8,  // 37: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	9,  // 38: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	10, // 39: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	13, // 40: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	15, // 41: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	17, // 42: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	19, // 43: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	21, // 44: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
-	23, // 45: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	25, // 46: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	26, // 47: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	28, // 48: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	33, // 49: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	38, // 50: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	41, // 51: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	31, // 52: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	31, // 53: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	31, // 54: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	44, // 55: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	46, // 56: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	54, // 57: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	49, // 58: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	76, // 59: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
-	51, // 60: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
-	56, // 61: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	58, // 62: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
-	61, // 63: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	63, // 64: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
-	69, // 65: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
-	71, // 66: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	73, // 67: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	74, // 68: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
-	1,  // 69: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	4,  // 70: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	24, // 71: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	24, // 72: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	11, // 73: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	14, // 74: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	16, // 75: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	18, // 76: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	24, // 77: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
-	22, // 78: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
-	24, // 79: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	27, // 80: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	27, // 81: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	29, // 82: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	34, // 83: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	39, // 84: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	42, // 85: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	32, // 86: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	32, // 87: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	32, // 88: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	45, // 89: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	47, // 90: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	55, // 91: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	50, // 92: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	77, // 93: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
-	52, // 94: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
-	57, // 95: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	59, // 96: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
-	62, // 97: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	65, // 98: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	70, // 99: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	72, // 100: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	55, // 101: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	75, // 102: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
-	69, // [69:103] is the sub-list for method output_type
-	35, // [35:69] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	22, // 8: cairn.machine.v1alpha1.InstallRequest.disk:type_name -> cairn.machine.v1alpha1.DiskSelector
+	80, // 9: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	80, // 10: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	80, // 11: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	32, // 12: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
+	80, // 13: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	32, // 14: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
+	37, // 15: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
+	39, // 16: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	38, // 17: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
+	39, // 18: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	42, // 19: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
+	45, // 20: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
+	50, // 21: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	50, // 22: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
+	50, // 23: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	55, // 24: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
+	80, // 25: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	80, // 26: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	80, // 27: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	80, // 28: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	62, // 29: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
+	80, // 30: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
+	66, // 31: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
+	68, // 32: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
+	69, // 33: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
+	70, // 34: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
+	70, // 35: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
+	0,  // 36: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	3,  // 37: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	8,  // 38: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	9,  // 39: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	10, // 40: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	13, // 41: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	15, // 42: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	17, // 43: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	19, // 44: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	23, // 45: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
+	21, // 46: cairn.machine.v1alpha1.Machine.Install:input_type -> cairn.machine.v1alpha1.InstallRequest
+	25, // 47: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	27, // 48: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	28, // 49: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	30, // 50: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	35, // 51: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	40, // 52: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	43, // 53: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	33, // 54: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	33, // 55: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	33, // 56: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	46, // 57: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	48, // 58: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	56, // 59: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	51, // 60: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	78, // 61: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
+	53, // 62: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
+	58, // 63: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	60, // 64: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
+	63, // 65: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	65, // 66: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	71, // 67: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	73, // 68: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	75, // 69: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	76, // 70: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
+	1,  // 71: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	4,  // 72: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	26, // 73: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	26, // 74: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	11, // 75: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	14, // 76: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	16, // 77: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	18, // 78: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	26, // 79: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
+	24, // 80: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
+	26, // 81: cairn.machine.v1alpha1.Machine.Install:output_type -> cairn.machine.v1alpha1.Event
+	26, // 82: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	29, // 83: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	29, // 84: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	31, // 85: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	36, // 86: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	41, // 87: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	44, // 88: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	34, // 89: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	34, // 90: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	34, // 91: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	47, // 92: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	49, // 93: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	57, // 94: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	52, // 95: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	79, // 96: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
+	54, // 97: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	59, // 98: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	61, // 99: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
+	64, // 100: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	67, // 101: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	72, // 102: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	74, // 103: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	57, // 104: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	77, // 105: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
+	71, // [71:106] is the sub-list for method output_type
+	36, // [36:71] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -5153,11 +5324,11 @@ func file_machine_proto_init() {
 		(*UpgradeRequest_Header)(nil),
 		(*UpgradeRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[63].OneofWrappers = []any{
+	file_machine_proto_msgTypes[65].OneofWrappers = []any{
 		(*ImageImportRequest_Header)(nil),
 		(*ImageImportRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[65].OneofWrappers = []any{
+	file_machine_proto_msgTypes[67].OneofWrappers = []any{
 		(*ImageImportResponse_Progress)(nil),
 		(*ImageImportResponse_Result)(nil),
 	}
@@ -5167,7 +5338,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

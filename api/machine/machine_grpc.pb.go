@@ -34,6 +34,7 @@ const (
 	Machine_Reset_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Reset"
 	Machine_Upgrade_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Upgrade"
 	Machine_Rollback_FullMethodName         = "/cairn.machine.v1alpha1.Machine/Rollback"
+	Machine_Install_FullMethodName          = "/cairn.machine.v1alpha1.Machine/Install"
 	Machine_Events_FullMethodName           = "/cairn.machine.v1alpha1.Machine/Events"
 	Machine_Logs_FullMethodName             = "/cairn.machine.v1alpha1.Machine/Logs"
 	Machine_Dmesg_FullMethodName            = "/cairn.machine.v1alpha1.Machine/Dmesg"
@@ -84,6 +85,12 @@ type MachineClient interface {
 	Upgrade(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[UpgradeRequest, Event], error)
 	// Rollback makes the other slot (which must have run before) boot next, drains the node and reboots.
 	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
+	// Install writes Cairn from the medium the node booted from (the ISO) onto a disk: the layout of
+	// cairn.raw, slot A holding this very build. Only a blank disk is taken, or one the request says to
+	// wipe; never the boot medium, nor a disk that is mounted or in use. Then, unless no_reboot, the node
+	// reboots (a Running node is drained first) and the firmware boots the disk. Progress events stream
+	// until then. From Boot (maintenance) or Running.
+	Install(ctx context.Context, in *InstallRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	// Observability.
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogLine], error)
@@ -264,9 +271,28 @@ func (c *machineClient) Rollback(ctx context.Context, in *RollbackRequest, opts 
 	return out, nil
 }
 
+func (c *machineClient) Install(ctx context.Context, in *InstallRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[3], Machine_Install_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[InstallRequest, Event]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_InstallClient = grpc.ServerStreamingClient[Event]
+
 func (c *machineClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[3], Machine_Events_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[4], Machine_Events_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +311,7 @@ type Machine_EventsClient = grpc.ServerStreamingClient[Event]
 
 func (c *machineClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogLine], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[4], Machine_Logs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[5], Machine_Logs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +330,7 @@ type Machine_LogsClient = grpc.ServerStreamingClient[LogLine]
 
 func (c *machineClient) Dmesg(ctx context.Context, in *DmesgRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogLine], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[5], Machine_Dmesg_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[6], Machine_Dmesg_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +439,7 @@ func (c *machineClient) EtcdMembers(ctx context.Context, in *EtcdMembersRequest,
 
 func (c *machineClient) EtcdSnapshot(ctx context.Context, in *EtcdSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[6], Machine_EtcdSnapshot_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[7], Machine_EtcdSnapshot_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -492,7 +518,7 @@ func (c *machineClient) RevokeJoinToken(ctx context.Context, in *RevokeJoinToken
 
 func (c *machineClient) ImageImport(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ImageImportRequest, ImageImportResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[7], Machine_ImageImport_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[8], Machine_ImageImport_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +551,7 @@ func (c *machineClient) ImageRemove(ctx context.Context, in *ImageRemoveRequest,
 
 func (c *machineClient) Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[8], Machine_Profile_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[9], Machine_Profile_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -576,6 +602,12 @@ type MachineServer interface {
 	Upgrade(grpc.BidiStreamingServer[UpgradeRequest, Event]) error
 	// Rollback makes the other slot (which must have run before) boot next, drains the node and reboots.
 	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
+	// Install writes Cairn from the medium the node booted from (the ISO) onto a disk: the layout of
+	// cairn.raw, slot A holding this very build. Only a blank disk is taken, or one the request says to
+	// wipe; never the boot medium, nor a disk that is mounted or in use. Then, unless no_reboot, the node
+	// reboots (a Running node is drained first) and the firmware boots the disk. Progress events stream
+	// until then. From Boot (maintenance) or Running.
+	Install(*InstallRequest, grpc.ServerStreamingServer[Event]) error
 	// Observability.
 	Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogLine]) error
@@ -664,6 +696,9 @@ func (UnimplementedMachineServer) Upgrade(grpc.BidiStreamingServer[UpgradeReques
 }
 func (UnimplementedMachineServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedMachineServer) Install(*InstallRequest, grpc.ServerStreamingServer[Event]) error {
+	return status.Error(codes.Unimplemented, "method Install not implemented")
 }
 func (UnimplementedMachineServer) Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error {
 	return status.Error(codes.Unimplemented, "method Events not implemented")
@@ -912,6 +947,17 @@ func _Machine_Rollback_Handler(srv interface{}, ctx context.Context, dec func(in
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Machine_Install_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(InstallRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MachineServer).Install(m, &grpc.GenericServerStream[InstallRequest, Event]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_InstallServer = grpc.ServerStreamingServer[Event]
 
 func _Machine_Events_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(EventsRequest)
@@ -1423,6 +1469,11 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Machine_Upgrade_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Install",
+			Handler:       _Machine_Install_Handler,
+			ServerStreams: true,
 		},
 		{
 			StreamName:    "Events",

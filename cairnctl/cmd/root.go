@@ -87,7 +87,7 @@ Join, the node accepts only client certificates from the cluster's machine CA: u
 		newReboot(g), newShutdown(g), newReset(g), newPlan(g), newDisks(g), newMounts(g), newKubeconfig(g), newHealth(g),
 		newCluster(g), newJoin(g), newJoinToken(g), newService(g),
 		newLogs(g), newDmesg(g), newEtcd(g), newCerts(g),
-		newImage(g), newDebug(g), newUpgrade(g), newRollback(g),
+		newImage(g), newDebug(g), newUpgrade(g), newRollback(g), newInstall(g),
 	)
 	return root
 }

@@ -25,6 +25,8 @@ const (
 	// KindUpgrade: an upgrade or rollback was written, its trial boot confirmed, or it failed and the
 	// node fell back to the other slot.
 	KindUpgrade = "upgrade"
+	// KindInstall: Cairn was installed onto a disk from the live medium, or the install failed.
+	KindInstall = "install"
 	// KindSequence marks the end of a sequence (outcome done or failed).
 	KindSequence = "sequence"
 )

@@ -18,6 +18,7 @@ const (
 	SeqShutdown Sequence = "shutdown"
 	SeqReset    Sequence = "reset"
 	SeqUpgrade  Sequence = "upgrade"
+	SeqInstall  Sequence = "install" // writing Cairn onto a disk from the live medium
 	SeqService  Sequence = "service" // start/stop/restart of one service
 )
 
@@ -25,8 +26,8 @@ const (
 // the running one gets BusyError (the API's Aborted). Power operations win over configuration work, so an
 // operator can always get a stuck node back; nothing cancels a shutdown.
 var takeover = map[Sequence][]Sequence{
-	SeqReboot:   {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqService},
-	SeqShutdown: {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqService, SeqReboot, SeqReset},
+	SeqReboot:   {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqInstall, SeqService},
+	SeqShutdown: {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqInstall, SeqService, SeqReboot, SeqReset},
 	SeqReset:    {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqService},
 }
 

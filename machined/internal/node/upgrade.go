@@ -24,7 +24,13 @@ func (n *Node) Upgrading(ctx context.Context, write func(context.Context) error)
 	if st := n.fsm.State(); st != fsm.Running {
 		return &NotRunningError{State: st}
 	}
-	runCtx, release, err := n.seq.Acquire(ctx, n.life, fsm.SeqUpgrade)
+	return n.locked(ctx, fsm.SeqUpgrade, write)
+}
+
+// locked runs write as sequence seq under the sequence lock, cancelled when ctx ends or another sequence
+// takes over.
+func (n *Node) locked(ctx context.Context, seq fsm.Sequence, write func(context.Context) error) error {
+	runCtx, release, err := n.seq.Acquire(ctx, n.life, seq)
 	if err != nil {
 		return err
 	}

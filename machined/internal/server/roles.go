@@ -50,6 +50,7 @@ var roles = map[string][]string{
 	machine.Machine_Reset_FullMethodName:            admins,
 	machine.Machine_Upgrade_FullMethodName:          admins,
 	machine.Machine_Rollback_FullMethodName:         admins,
+	machine.Machine_Install_FullMethodName:          admins,
 	machine.Machine_Kubeconfig_FullMethodName:       admins,
 	machine.Machine_EtcdSnapshot_FullMethodName:     admins,
 	machine.Machine_EtcdRemoveMember_FullMethodName: admins,

@@ -70,6 +70,8 @@ type Server struct {
 	Watchdog func() (time.Duration, bool)
 	// Upgrader writes upgrades into the boot slots and rolls back (nil: Unimplemented).
 	Upgrader Upgrader
+	// Installer writes Cairn onto a disk from the live medium (nil: Unimplemented).
+	Installer Installer
 }
 
 // Build identifies the running binary.

@@ -224,7 +224,7 @@ func (m *Manager) Write(ctx context.Context, br *upgrade.Reader, progress func(s
 		return upgrade.Entry{}, err
 	}
 	progress(fmt.Sprintf("writing the payload (%d MiB) to slot %s (%s)", man.Payload.Size>>20, slot, part.Path))
-	if err := writeDevice(ctx, part.Path, pr, man.Payload, progress); err != nil {
+	if err := WriteDevice(ctx, part.Path, pr, man.Payload, progress); err != nil {
 		return upgrade.Entry{}, fmt.Errorf("slot %s's payload partition %s: %w", slot, part.Path, err)
 	}
 	ur, err := br.Next(upgrade.UKIName, man.UKI)
@@ -254,9 +254,9 @@ func (m *Manager) notMounted(dev string) error {
 	return nil
 }
 
-// writeDevice copies r (which checks its own SHA-256 at its end) to the start of dev, syncs, then reads the
+// WriteDevice copies r (which checks its own SHA-256 at its end) to the start of dev, syncs, then reads the
 // written bytes back and checks them against want.
-func writeDevice(ctx context.Context, dev string, r io.Reader, want payload.Sum, progress func(string)) error {
+func WriteDevice(ctx context.Context, dev string, r io.Reader, want payload.Sum, progress func(string)) error {
 	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
 	if err != nil {
 		return err

@@ -97,7 +97,7 @@ func (a *Applier) applyDisk(ctx context.Context, s plan.Step, r Result) (Result,
 		// Exactly what the plan saw, and the plan says format: the only way to a destructive write.
 		if s.Action == plan.WipeAndFormat {
 			a.logf("%s: wiping %s (%s)", s.Volume, cur.Path, plan.DescribeContents(cur))
-			if err := a.wipe(cur); err != nil {
+			if err := a.Wipe(cur); err != nil {
 				return r, fmt.Errorf("%s: %w", s.Field, err)
 			}
 			r.Did = append(r.Did, "wiped "+cur.Path)

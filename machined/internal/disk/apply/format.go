@@ -42,8 +42,6 @@ const (
 	zeroChunk  = 1 << 20
 )
 
-// wipe erases everything the plan saw on the disk: both ends of it, each signature (the btrfs mirror at
-// 64 MiB, say) and the start and end of each old partition, where filesystems and RAID superblocks live.
 // WipeVolume erases the disk that carries cluster clusterID's label for volume v (Reset). Only such a disk
 // is ever touched: a disk with anything else on it, or one that is not a candidate (the boot medium), is
 // skipped. It returns the disk wiped, "" when none carried the label.
@@ -56,12 +54,15 @@ func (a *Applier) WipeVolume(disks []inventory.Disk, v plan.Volume, clusterID st
 			continue
 		}
 		a.logf("%s: wiping %s (%s)", v, d.Path, plan.DescribeContents(d))
-		return d.Path, a.wipe(d)
+		return d.Path, a.Wipe(d)
 	}
 	return "", nil
 }
 
-func (a *Applier) wipe(d inventory.Disk) error {
+// Wipe erases everything the inventory saw on the disk: both ends of it, each signature (the btrfs mirror
+// at 64 MiB, say) and the start and end of each old partition, where filesystems and RAID superblocks
+// live. A plan's wipe-and-format and an install with wipe use it.
+func (a *Applier) Wipe(d inventory.Disk) error {
 	dev, err := a.devices().OpenWrite(d.Path)
 	if err != nil {
 		return fmt.Errorf("open %s to wipe it: %w", d.Path, err)

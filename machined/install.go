@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/machined/internal/bootmedium"
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/install"
+	"github.com/cairn-os/cairn/machined/internal/node"
+	"github.com/cairn-os/cairn/machined/internal/server"
+	"github.com/cairn-os/cairn/machined/internal/workload"
+)
+
+// installer is the machine API's view of installing (server.Installer): it finds the live medium, has the
+// disk written under the sequence lock and reboots through the node.
+type installer struct {
+	inst    *install.Installer
+	node    *node.Node
+	payload workload.Payload // mounting it mounts the ISO on mediumDir when the node booted from one
+	version string
+	bus     *events.Bus
+}
+
+func (x *installer) event(outcome, msg string) {
+	x.bus.Publish(events.Event{Kind: events.KindInstall, Outcome: outcome, Message: msg})
+}
+
+func (x *installer) Install(ctx context.Context, o server.InstallOptions, progress func(string)) error {
+	req := install.Request{Disk: o.Disk, Wipe: o.Wipe}
+	if c := x.node.Machine(); req.Disk.IsZero() && c != nil {
+		req = install.Request{Disk: c.Machine.Install.Disk, Wipe: o.Wipe || c.Machine.Install.Wipe}
+	}
+	// The payload search mounts the ISO it found the payload on; on a disk-booted node it finds a slot.
+	if err := x.payload.Mount(ctx); err != nil {
+		return &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
+	}
+	sum, err := bootmedium.ReadSum(payload.SumFile)
+	if err != nil {
+		return err
+	}
+	src := install.Source{Dir: mediumDir, Version: x.version, Payload: sum}
+	var d inventory.Disk
+	err = x.node.Installing(ctx, func(ctx context.Context) error {
+		d, err = x.inst.Install(ctx, src, req, progress)
+		return err
+	})
+	if err != nil {
+		x.event("failed", fmt.Sprintf("install of Cairn %s: %v", x.version, err))
+		return err
+	}
+	msg := fmt.Sprintf("Cairn %s installed on %s", x.version, d.Describe())
+	x.event("done", msg)
+	if o.NoReboot {
+		progress(msg + ": it boots from there at the next reboot, once the firmware prefers it to the live medium")
+		return nil
+	}
+	progress(msg + ": rebooting from it")
+	return x.node.InstallReboot(ctx)
+}
