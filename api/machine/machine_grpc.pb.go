@@ -88,8 +88,8 @@ type MachineClient interface {
 	// Install writes Cairn from the medium the node booted from (the ISO) onto a disk: the layout of
 	// cairn.raw, slot A holding this very build. Only a blank disk is taken, or one the request says to
 	// wipe; never the boot medium, nor a disk that is mounted or in use. Then, unless no_reboot, the node
-	// reboots (a Running node is drained first) and the firmware boots the disk. Progress events stream
-	// until then. From Boot (maintenance) or Running.
+	// reboots (as Reboot does) and the firmware boots the disk. Progress events stream until then. From
+	// Boot (maintenance) or Running.
 	Install(ctx context.Context, in *InstallRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	// Observability.
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
@@ -605,8 +605,8 @@ type MachineServer interface {
 	// Install writes Cairn from the medium the node booted from (the ISO) onto a disk: the layout of
 	// cairn.raw, slot A holding this very build. Only a blank disk is taken, or one the request says to
 	// wipe; never the boot medium, nor a disk that is mounted or in use. Then, unless no_reboot, the node
-	// reboots (a Running node is drained first) and the firmware boots the disk. Progress events stream
-	// until then. From Boot (maintenance) or Running.
+	// reboots (as Reboot does) and the firmware boots the disk. Progress events stream until then. From
+	// Boot (maintenance) or Running.
 	Install(*InstallRequest, grpc.ServerStreamingServer[Event]) error
 	// Observability.
 	Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error

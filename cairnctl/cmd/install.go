@@ -30,8 +30,8 @@ with a mounted filesystem; only a blank disk, unless --wipe (or machine.install.
 A refusal names the disk and what it holds, and changes nothing. Cairn's volumes (STATE, EPHEMERAL,
 ETCD) stay on their own disks: the node keeps its lock and data.
 
-Then the node reboots (a Running node is drained first; --no-reboot stays on the ISO) and the firmware
-boots the disk, if it prefers it to the ISO: take the ISO out, or put the disk first in the boot order.
+Then the node reboots, as 'cairnctl reboot' does (--no-reboot stays on the ISO), and the firmware boots
+the disk if it prefers it to the ISO: take the ISO out, or put the disk first in the boot order.
 The disk is UEFI-only. From there 'cairnctl upgrade' works.`,
 		Example: `  cairnctl install --disk serial=S3Z9NB0K123456
   cairnctl install --disk path=/dev/nvme0n1,minSize=100GiB --wipe`,

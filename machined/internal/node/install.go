@@ -27,15 +27,11 @@ func (n *Node) Installing(ctx context.Context, write func(context.Context) error
 	return n.locked(ctx, fsm.SeqInstall, write)
 }
 
-// InstallReboot reboots into the disk an install wrote: a Running node is drained and stopped first, as
-// for an upgrade (it stays a member of its cluster); a node in maintenance just reboots.
+// InstallReboot reboots into the disk an install wrote, as a reboot does: the volumes keep the node's lock
+// and data, and a Running node comes back Running.
 func (n *Node) InstallReboot(ctx context.Context) error {
-	switch st := n.fsm.State(); st {
-	case fsm.Running:
-		return n.power(ctx, fsm.SeqUpgrade, fsm.Upgrade, n.o.Hooks.drain(), nil, false)
-	case fsm.Boot:
-		return n.Reboot(ctx)
-	default:
+	if st := n.fsm.State(); st != fsm.Boot && st != fsm.Running {
 		return &InstallStateError{State: st}
 	}
+	return n.Reboot(ctx)
 }
