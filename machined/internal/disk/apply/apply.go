@@ -85,6 +85,12 @@ func (a *Applier) applyDisk(ctx context.Context, s plan.Step, r Result) (Result,
 	if cur.ProbeError != "" {
 		return r, fmt.Errorf("%s: could not read %s: %s", s.Field, cur.Path, cur.ProbeError)
 	}
+	if cur.ReadOnly {
+		// A disk that fails often turns read-only (the kernel or its controller does it): nothing can be
+		// written, not even the journal replay a read-write mount starts with.
+		return r, fmt.Errorf("%s: %s is read-only now: the disk or its controller refuses writes (a failing disk often does), so the volume cannot be mounted read-write; its data is untouched",
+			s.Field, cur.Describe())
+	}
 	part, fstype, own := plan.OwnPartition(cur, s.Volume, s.ClusterID)
 	switch {
 	case own && s.Action == plan.Keep && plan.Fingerprint(cur) != plan.Fingerprint(planned):

@@ -538,3 +538,52 @@ func TestIntegrationFsck(t *testing.T) {
 		})
 	}
 }
+
+// A volume's disk that turned read-only (a failing disk the kernel or its controller made read-only,
+// here `blockdev --setro`) is not mounted read-write on the next boot: the plan refuses it with the reason,
+// and a plan made before it turned read-only fails at Apply with an error naming the disk, its data kept.
+func TestIntegrationReadOnlyDisk(t *testing.T) {
+	needRoot(t)
+	privateMountNS(t)
+	dev := newLoop(t, nil)
+	n := newNode(t)
+	spec := config.DiskSpec{Selector: config.Selector{Path: dev}, Filesystem: config.FilesystemXFS}
+	if _, err := n.applier.Apply(context.Background(), n.plan(itCluster, spec)); err != nil {
+		t.Fatalf("Apply(format %s): %v", dev, err)
+	}
+	if err := os.WriteFile(filepath.Join(n.target(), "member"), []byte("etcd data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.unmount()
+	keep := n.plan(itCluster, spec)
+	if keep.Action != plan.Keep {
+		t.Fatalf("plan(after format) = %s: %s; want keep", keep.Action, keep.Reason)
+	}
+	before := ends(t, dev)
+
+	sh(t, "blockdev", "--setro", dev)
+	t.Cleanup(func() { _ = exec.Command("blockdev", "--setrw", dev).Run() })
+
+	step := n.plan(itCluster, spec)
+	if step.Action != plan.Refuse || !strings.Contains(step.Error, dev) || !strings.Contains(step.Error, "read-only") {
+		t.Errorf("plan(read-only %s) = %s: %q; want a refusal naming the disk as read-only", dev, step.Action, step.Error)
+	}
+	_, err := n.applier.Apply(context.Background(), keep)
+	if err == nil {
+		t.Fatal("Apply(keep) of a disk that turned read-only succeeded")
+	}
+	if !strings.Contains(err.Error(), dev) {
+		t.Errorf("Apply(keep) of a read-only disk = %q; want it to name %s", err, dev)
+	}
+	t.Logf("Apply(keep) of the read-only disk: %v", err)
+	if after := ends(t, dev); after != before {
+		t.Error("the read-only disk changed")
+	}
+	sh(t, "blockdev", "--setrw", dev)
+	if _, err := n.applier.Apply(context.Background(), n.plan(itCluster, spec)); err != nil {
+		t.Fatalf("Apply(keep) once the disk is writable again: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(n.target(), "member")); err != nil || string(got) != "etcd data" {
+		t.Errorf("after the disk is writable again, member = %q, %v; want the data written before", got, err)
+	}
+}
