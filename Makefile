@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) \
 	-X github.com/cairn-os/cairn/cairnctl/cmd.Version=$(VERSION) -X github.com/cairn-os/cairn/cairnctl/cmd.Commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: help build api lint unit integration e2e e2e-join e2e-ha e2e-powercut e2e-upgrade fuzz reliability conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha e2e-powercut e2e-upgrade e2e-install fuzz reliability conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -86,13 +86,17 @@ e2e-ha: image ## three control planes in QEMU, one powered off (needs more than 
 	./hack/deps.sh qemu
 	CAIRN_E2E_HA=1 $(GO) test -tags e2e -timeout 100m -count=1 -v -run 'TestHA$$' ./hack/e2e/
 
-e2e-powercut: image ## power cuts during Init (POINTS, default 20, about six minutes each; SEED repeats a run): tried / survived / formatted twice (not in make test)
+e2e-powercut: image ## power cuts during Init, or a reset with PHASE=reset (POINTS, default 20, about six and ten minutes each; SEED repeats a run): tried / survived / formatted twice or etcd data lost (not in make test)
 	./hack/deps.sh qemu
-	CAIRN_E2E_POWERCUT=1 CAIRN_POWERCUT_POINTS=$(or $(POINTS),20) CAIRN_POWERCUT_SEED=$(SEED) $(GO) test -tags e2e -timeout 300m -count=1 -v -run 'TestPowerCut$$' ./hack/e2e/
+	CAIRN_E2E_POWERCUT=1 CAIRN_POWERCUT_PHASE=$(PHASE) CAIRN_POWERCUT_POINTS=$(or $(POINTS),20) CAIRN_POWERCUT_SEED=$(SEED) $(GO) test -tags e2e -timeout 300m -count=1 -v -run 'TestPowerCut$$' ./hack/e2e/
 
 e2e-upgrade: image ## upgrade a raw-disk node to a second build, roll back, then survive a broken image (about 25 minutes; not in make test)
 	./hack/deps.sh qemu
 	CAIRN_E2E_UPGRADE=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestUpgrade$$' ./hack/e2e/
+
+e2e-install: image ## TestInstall alone (it is in make e2e): boot the ISO through UEFI, init, refuse a foreign disk, install onto a blank one and come back Running from it (about 9 minutes)
+	./hack/deps.sh qemu
+	$(GO) test -tags e2e -timeout 40m -count=1 -v -run 'TestInstall$$' ./hack/e2e/
 
 conformance: payload ## Kubernetes' conformance suite on a sandbox node (CLUSTER=qemu: a QEMU 1+1 cluster, a subset); not in make test
 	./hack/conformance.sh

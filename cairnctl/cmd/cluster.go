@@ -88,7 +88,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	f.IntVar(&o.Workers, "workers", 0, "number of worker nodes")
 	f.StringVar(&o.VIP, "vip", "", "a free address of the cluster's L2 (10.5.0.0/24, e.g. 10.5.0.250) that the control planes hold in turn as the API endpoint (cluster.vip): the API survives the loss of any one control plane")
 	f.StringVar(&o.ImageDir, "image-dir", "", "directory with vmlinux, initramfs.cpio.zst, payload.squashfs (attached as a read-only disk in vmlinux mode), cairn.iso, cairn.raw (default: the _out of cairnctl's repository, else ./_out)")
-	f.StringVar(&mode, "mode", string(qemu.ModeVmlinux), "boot mode: vmlinux (direct kernel boot, fastest), iso (SeaBIOS) or raw (UEFI disk)")
+	f.StringVar(&mode, "mode", string(qemu.ModeVmlinux), "boot mode: vmlinux (direct kernel boot, fastest), iso (SeaBIOS), iso-uefi (OVMF, the blank disks first in the boot order: a disk written by cairnctl install boots) or raw (UEFI disk)")
 	f.IntVar(&o.Memory, "memory", 0, "memory of every node in MiB (default 2048 for control planes, 1024 for workers)")
 	f.IntVar(&o.CPUs, "cpus", 0, "virtual CPUs per node (default: 2 for control planes while two each fit this host's cores, else 1; 2 for workers only if that still fits, else 1)")
 	sizes.register(f, "each node's", "each control plane's")

@@ -52,12 +52,12 @@ func FindArtifacts(dir string, mode qemu.Mode) (Artifacts, error) {
 	switch mode {
 	case qemu.ModeVmlinux:
 		need = []string{a.Kernel, a.Initramfs}
-	case qemu.ModeISO:
+	case qemu.ModeISO, qemu.ModeISOUEFI:
 		need = []string{a.ISO}
 	case qemu.ModeRaw:
 		need = []string{a.Raw}
 	default:
-		return Artifacts{}, fmt.Errorf("unknown boot mode %q (vmlinux, iso or raw)", mode)
+		return Artifacts{}, fmt.Errorf("unknown boot mode %q (vmlinux, iso, iso-uefi or raw)", mode)
 	}
 	if p := filepath.Join(abs, "payload.squashfs"); mode == qemu.ModeVmlinux && exists(p) {
 		a.Payload = p

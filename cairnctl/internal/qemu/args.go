@@ -96,12 +96,16 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 	switch c.Mode {
 	case ModeVmlinux:
 		a = append(a, "-kernel", c.Kernel, "-initrd", c.Initramfs, "-append", strings.Join(kernelArgs(c, tscKHz), " "))
-	case ModeISO:
+	case ModeISO, ModeISOUEFI:
 		if c.UEFI {
 			a = append(a, pflash(c)...)
 		}
+		cd := 0
+		if c.Mode == ModeISOUEFI {
+			cd = len(c.Disks) // the disks come first (below)
+		}
 		a = append(a, "-drive", "file="+c.ISO+",if=none,id=cd,media=cdrom,readonly=on,format=raw",
-			"-device", "ide-cd,drive=cd,bootindex=0")
+			"-device", "ide-cd,drive=cd,bootindex="+strconv.Itoa(cd))
 	case ModeRaw:
 		a = append(a, pflash(c)...)
 		a = append(a, "-drive", "file="+filepath.Join(c.Dir, bootDisk)+",if=none,id=boot,format=qcow2,cache=unsafe",
@@ -130,8 +134,11 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 	}
 	for i, d := range c.Disks {
 		id := "disk" + strconv.Itoa(i)
-		a = append(a, "-drive", "file="+DiskPath(c.Dir, d)+",if=none,id="+id+",format=raw,cache=unsafe",
-			"-device", "virtio-blk-"+virtioSuffix+",drive="+id+",serial="+d.Serial)
+		dev := "virtio-blk-" + virtioSuffix + ",drive=" + id + ",serial=" + d.Serial
+		if c.Mode == ModeISOUEFI {
+			dev += ",bootindex=" + strconv.Itoa(i)
+		}
+		a = append(a, "-drive", "file="+DiskPath(c.Dir, d)+",if=none,id="+id+",format=raw,cache=unsafe", "-device", dev)
 	}
 	return a
 }

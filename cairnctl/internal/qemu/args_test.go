@@ -35,6 +35,7 @@ func TestArgsGolden(t *testing.T) {
 		{"vmlinux-q35-kernellog", func(c *Config) { c.Machine = MachineQ35; c.KernelLog = true; c.Cmdline = nil; c.Disks = nil }},
 		{"iso-bios", func(c *Config) { c.Mode = ModeISO }},
 		{"iso-uefi", func(c *Config) { c.Mode = ModeISO; c.UEFI = true; c.Cmdline = nil }},
+		{"iso-uefi-disks-first", func(c *Config) { c.Mode = ModeISOUEFI }},
 		{"raw", func(c *Config) { c.Mode = ModeRaw; c.L2 = l2 }},
 		{"vmlinux-restarted-later", func(c *Config) {
 			c.RTCBase = time.Date(2027, 9, 23, 10, 0, 0, 0, time.UTC)

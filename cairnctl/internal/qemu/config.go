@@ -24,6 +24,10 @@ const (
 	ModeVmlinux Mode = "vmlinux"
 	// ModeISO boots cairn.iso through SeaBIOS and GRUB, like a machine installed from a CD.
 	ModeISO Mode = "iso"
+	// ModeISOUEFI boots cairn.iso through OVMF (UEFI), with the extra disks before the CD in the boot
+	// order, as on a machine with an empty disk: once `cairnctl install` has written a disk, it boots
+	// from the disk.
+	ModeISOUEFI Mode = "iso-uefi"
 	// ModeRaw boots a copy-on-write overlay of cairn.raw through OVMF (UEFI) and the UKI on its ESP.
 	ModeRaw Mode = "raw"
 )
@@ -150,11 +154,12 @@ func (c Config) withDefaults() (Config, error) {
 		if c.UEFI {
 			return c, errors.New("qemu: UEFI applies to the iso and raw modes only")
 		}
-	case ModeISO:
+	case ModeISO, ModeISOUEFI:
 		if c.ISO == "" {
 			return c, errors.New("qemu: iso mode needs ISO")
 		}
 		c.Machine = MachineQ35
+		c.UEFI = c.UEFI || c.Mode == ModeISOUEFI
 	case ModeRaw:
 		if c.Raw == "" {
 			return c, errors.New("qemu: raw mode needs Raw")
@@ -162,7 +167,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Machine = MachineQ35
 		c.UEFI = true
 	default:
-		return c, fmt.Errorf("qemu: unknown boot mode %q (vmlinux, iso or raw)", c.Mode)
+		return c, fmt.Errorf("qemu: unknown boot mode %q (vmlinux, iso, iso-uefi or raw)", c.Mode)
 	}
 	seen := map[string]bool{"boot": true}
 	for _, d := range c.Disks {
