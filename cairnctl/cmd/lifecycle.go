@@ -135,7 +135,11 @@ func newReset(g *globals) *cobra.Command {
 		Short: "Wipe the node's Cairn volumes and reboot it into Boot (admin only)",
 		Long: `Reset stops the node, leaves the cluster (graceful, the default: cordon, drain, leave etcd),
 wipes the volumes named by --wipe (default state,ephemeral; 'all' adds etcd) and reboots into Boot. Only
-disks carrying Cairn's label are wiped; the boot medium never is.`,
+disks carrying Cairn's label are wiped; the boot medium never is.
+
+A graceful reset must wipe state: the node leaves its cluster, so it cannot keep its lock and identity.
+With --graceful=false and --wipe without state (say --wipe ephemeral) the node stays a member and comes
+back Running with that volume empty.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.eachNode(func(nc nodeClient, prefix string) error {

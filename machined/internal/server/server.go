@@ -5,7 +5,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -226,6 +229,18 @@ func (s *Server) Shutdown(ctx context.Context, _ *machine.ShutdownRequest) (*mac
 
 // Reset wipes the node and reboots it into Boot.
 func (s *Server) Reset(ctx context.Context, req *machine.ResetRequest) (*machine.ResetResponse, error) {
+	wipe, err := resetWipe(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	err = s.Node.Reset(ctx, node.ResetOptions{Wipe: wipe, Graceful: req.Graceful, NoReboot: req.NoReboot})
+	return &machine.ResetResponse{}, toStatus(err)
+}
+
+// resetWipe is the volumes a reset wipes (default STATE and EPHEMERAL). A graceful reset takes the node out
+// of its cluster (its etcd member, its Node), so it must wipe STATE, which holds the node's lock and
+// identity: a node that kept them would boot back as a member the cluster no longer has.
+func resetWipe(req *machine.ResetRequest) ([]string, error) {
 	wipe := req.Wipe
 	if len(wipe) == 0 {
 		wipe = []string{"state", "ephemeral"}
@@ -236,11 +251,14 @@ func (s *Server) Reset(ctx context.Context, req *machine.ResetRequest) (*machine
 			wipe = []string{"state", "ephemeral", "etcd"}
 		case "state", "ephemeral", "etcd":
 		default:
-			return nil, status.Errorf(codes.InvalidArgument, "wipe[%d]: %q is not a volume (state, ephemeral, etcd or all)", i, w)
+			return nil, fmt.Errorf("wipe[%d]: %q is not a volume (state, ephemeral, etcd or all)", i, w)
 		}
 	}
-	err := s.Node.Reset(ctx, node.ResetOptions{Wipe: wipe, Graceful: req.Graceful, NoReboot: req.NoReboot})
-	return &machine.ResetResponse{}, toStatus(err)
+	if req.Graceful && !slices.Contains(wipe, "state") {
+		return nil, fmt.Errorf("a graceful reset takes the node out of its cluster, so it must wipe state (the node's lock and identity): add state to the volumes to wipe, or reset with graceful off (cairnctl reset --graceful=false) to wipe %s and keep the node a member",
+			strings.Join(wipe, ", "))
+	}
+	return wipe, nil
 }
 
 // Services lists supervised services.
