@@ -46,6 +46,35 @@ func (d DiskSpec) MarshalYAML() (any, error) {
 // IsZero reports whether the selector selects nothing at all.
 func (s Selector) IsZero() bool { return s == Selector{} }
 
+// SelectorKeys are the fields of a selector's text form, KEY=VALUE[,KEY=VALUE] (cairnctl's --disk flags).
+const SelectorKeys = "path, serial, model, wwn, label, minSize, maxSize"
+
+// Set sets the field of the selector's text form named key; ok is false when key names no selector field.
+func (s *Selector) Set(key, value string) (ok bool, err error) {
+	switch key {
+	case "path":
+		s.Path = value
+	case "serial":
+		s.Serial = value
+	case "model":
+		s.Model = value
+	case "wwn":
+		s.WWN = value
+	case "label":
+		s.Label = value
+	case "minSize":
+		s.MinSize, err = ParseSize(value)
+	case "maxSize":
+		s.MaxSize, err = ParseSize(value)
+	default:
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("%s: %w", key, err)
+	}
+	return true, nil
+}
+
 // IsZero shadows the Selector's promoted method, which the YAML encoder would otherwise use to drop a
 // `tmpfs` volume as empty.
 func (d DiskSpec) IsZero() bool {

@@ -134,31 +134,19 @@ func parseDiskFlag(v string) (*config.DiskSpec, error) {
 		if !ok || val == "" {
 			return nil, fmt.Errorf("%q: want tmpfs or field=value pairs such as serial=S,minSize=10GiB", v)
 		}
-		var err error
+		if ok, err := d.Selector.Set(k, val); ok {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		switch k {
-		case "path":
-			d.Path = val
-		case "serial":
-			d.Serial = val
-		case "model":
-			d.Model = val
-		case "wwn":
-			d.WWN = val
-		case "label":
-			d.Label = val
-		case "minSize":
-			d.MinSize, err = config.ParseSize(val)
-		case "maxSize":
-			d.MaxSize, err = config.ParseSize(val)
 		case "filesystem":
 			d.Filesystem = val
 		case "wipe":
 			d.Wipe = val == "true"
 		default:
-			return nil, fmt.Errorf("unknown selector field %q (path, serial, model, wwn, label, minSize, maxSize, filesystem, wipe)", k)
-		}
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("unknown selector field %q (%s, filesystem, wipe)", k, config.SelectorKeys)
 		}
 	}
 	return d, nil

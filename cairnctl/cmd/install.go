@@ -77,36 +77,20 @@ func parseSelector(s string) (*machine.DiskSelector, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	sel := &machine.DiskSelector{}
+	var sel config.Selector
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || v == "" {
 			return nil, fmt.Errorf("--disk: %q is not KEY=VALUE", kv)
 		}
-		switch k {
-		case "path":
-			sel.Path = v
-		case "serial":
-			sel.Serial = v
-		case "model":
-			sel.Model = v
-		case "wwn":
-			sel.Wwn = v
-		case "label":
-			sel.Label = v
-		case "minSize", "maxSize":
-			n, err := config.ParseSize(v)
-			if err != nil {
-				return nil, fmt.Errorf("--disk %s: %w", k, err)
-			}
-			if k == "minSize" {
-				sel.MinSize = uint64(n)
-			} else {
-				sel.MaxSize = uint64(n)
-			}
-		default:
-			return nil, fmt.Errorf("--disk: unknown key %q (path, serial, model, wwn, label, minSize, maxSize)", k)
+		known, err := sel.Set(k, v)
+		if err != nil {
+			return nil, fmt.Errorf("--disk %w", err)
+		}
+		if !known {
+			return nil, fmt.Errorf("--disk: unknown key %q (%s)", k, config.SelectorKeys)
 		}
 	}
-	return sel, nil
+	return &machine.DiskSelector{Path: sel.Path, Serial: sel.Serial, Model: sel.Model, Wwn: sel.WWN, Label: sel.Label,
+		MinSize: uint64(sel.MinSize), MaxSize: uint64(sel.MaxSize)}, nil
 }
