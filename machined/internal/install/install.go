@@ -111,8 +111,15 @@ type Installer struct {
 	Log     *slog.Logger
 }
 
-// Install writes Cairn from src onto the disk req selects and returns that disk. progress is told each step.
-func (i *Installer) Install(ctx context.Context, src Source, req Request, progress func(string)) (inventory.Disk, error) {
+// Install writes Cairn from src onto the disk req selects and returns that disk. tell is told each step.
+func (i *Installer) Install(ctx context.Context, src Source, req Request, tell func(string)) (inventory.Disk, error) {
+	// Each step also goes to machined's log, which outlives the client's stream.
+	progress := func(msg string) {
+		if i.Log != nil {
+			i.Log.Info("install: " + msg)
+		}
+		tell(msg)
+	}
 	if err := src.check(); err != nil {
 		return inventory.Disk{}, err
 	}

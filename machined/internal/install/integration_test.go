@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,6 +174,11 @@ func TestInstallOntoLoopDisk(t *testing.T) {
 	}
 	if d.Path != dev {
 		t.Errorf("installed onto %s, want %s", d.Path, dev)
+	}
+	for _, want := range []string{"building the boot entry", "partitioning " + dev, "writing the payload", "making the EFI system partition"} {
+		if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, want) }) {
+			t.Errorf("the progress never said %q: %q", want, said)
+		}
 	}
 	cur, err := scanner.Disk(ctx, filepath.Base(dev))
 	if err != nil {
