@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/machined/internal/bootmedium"
@@ -33,9 +35,12 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 	if c := x.node.Machine(); req.Disk.IsZero() && c != nil {
 		req = install.Request{Disk: c.Machine.Install.Disk, Wipe: o.Wipe || c.Machine.Install.Wipe}
 	}
-	// The payload search mounts the ISO it found the payload on; on a disk-booted node it finds a slot.
-	if err := x.payload.Mount(ctx); err != nil {
-		return &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
+	// The payload search mounts the ISO it found the payload on (on a disk-booted node it finds a slot);
+	// a node in maintenance may not have searched yet.
+	if _, err := os.Stat(filepath.Join(mediumDir, payload.ISOFile)); err != nil {
+		if err := x.payload.Mount(ctx); err != nil {
+			return &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
+		}
 	}
 	sum, err := bootmedium.ReadSum(payload.SumFile)
 	if err != nil {
