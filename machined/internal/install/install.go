@@ -8,8 +8,9 @@
 // paths), so the ISO does not carry a second copy of the kernel.
 //
 // The order makes an interrupted install harmless: the disk becomes bootable only with its last file,
-// the boot entry, written after everything it needs (the payload read back, systemd-boot in place). A
-// power cut before that leaves a disk the firmware passes over, and the install can simply run again
+// systemd-boot at the firmware's removable-media path, written after everything it boots (the payload
+// read back, the loader's configuration and the boot entry in place). A power cut before that leaves a
+// disk the firmware has nothing to start from and passes over, and the install can simply run again
 // (with wipe: the disk is not blank any more).
 package install
 
@@ -230,13 +231,13 @@ func (i *Installer) writePayload(ctx context.Context, src Source, dev string, pr
 	return slots.WriteDevice(ctx, dev, io.LimitReader(f, src.Payload.Size), src.Payload, progress)
 }
 
-// espFiles are the ESP's files in the order written: the boot entry last, so the disk boots only once
-// everything is in place.
+// espFiles are the ESP's files in the order written: systemd-boot last, so the firmware finds something to
+// start only once everything it boots is in place (a systemd-boot with no entry would stop at its error).
 func espFiles(src Source, entry string) []struct{ dst, src string } {
 	return []struct{ dst, src string }{
-		{upgrade.LoaderPath, src.path(upgrade.ISOSystemdBoot)},
 		{upgrade.LoaderConf, ""}, // upgrade.LoaderConfText
 		{path.Join(upgrade.EntriesDir, FirstEntry.FileName()), entry},
+		{upgrade.LoaderPath, src.path(upgrade.ISOSystemdBoot)},
 	}
 }
 
