@@ -1,5 +1,7 @@
 package upgrade
 
+import "github.com/cairn-os/cairn/api/payload"
+
 // The layout of a disk Cairn boots from, shared by the raw image the builder writes (cairn.raw) and the
 // disk a node booted from the ISO installs itself onto: a GPT whose partition 1 is the ESP (ESPLabel),
 // from ESPStart, ESPSize of the UKI long, followed by the payload slots A and B
@@ -23,3 +25,7 @@ func ESPSize(uki int64) int64 {
 	s = (s + 16*mib - 1) / (16 * mib) * (16 * mib)
 	return max(s, 64*mib)
 }
+
+// FirstEntry is the boot entry of a new disk, cairn.raw's or one Cairn installed itself onto: generation 1,
+// slot A, good (not on trial).
+var FirstEntry = Entry{Gen: 1, Slot: payload.SlotA}

@@ -210,7 +210,7 @@ func TestRawESP(t *testing.T) {
 	if got := mtools("mtype", "::/"+upgrade.LoaderConf); got != upgrade.LoaderConfText {
 		t.Errorf("loader.conf = %q, want %q", got, upgrade.LoaderConfText)
 	}
-	for p, src := range map[string]string{upgrade.LoaderPath: SystemdBoot, upgrade.EntriesDir + "/" + FirstEntry.FileName(): uc.Out} {
+	for p, src := range map[string]string{upgrade.LoaderPath: SystemdBoot, upgrade.EntriesDir + "/" + upgrade.FirstEntry.FileName(): uc.Out} {
 		got := filepath.Join(dir, "got")
 		os.Remove(got)
 		mtools("mcopy", "::/"+p, got)

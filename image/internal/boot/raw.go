@@ -37,9 +37,6 @@ const mib = 1 << 20
 // never offers that disk for a volume. The ISO's volume ID, "CAIRN", plays the same part.
 const BootPartitionName = upgrade.ESPLabel
 
-// FirstEntry is the boot entry of a new disk: generation 1, slot A, not on trial.
-var FirstEntry = upgrade.Entry{Gen: 1, Slot: payload.SlotA}
-
 // espFile is a file on the ESP and where its content comes from.
 type espFile struct {
 	path, src string
@@ -86,7 +83,7 @@ func Raw(ctx context.Context, c RawConfig) error {
 	files := []espFile{
 		{upgrade.LoaderPath, SystemdBoot},
 		{upgrade.LoaderConf, loaderConf},
-		{path.Join(upgrade.EntriesDir, FirstEntry.FileName()), uki},
+		{path.Join(upgrade.EntriesDir, upgrade.FirstEntry.FileName()), uki},
 	}
 	if err := makeESP(ctx, esp, c.Work, files, espSize, c.Epoch); err != nil {
 		return err

@@ -40,9 +40,6 @@ var (
 	payloadLabelB = payload.PartitionLabel(payload.SlotB)
 )
 
-// FirstEntry is an installed disk's boot entry: generation 1, slot A, good (as on cairn.raw).
-var FirstEntry = upgrade.Entry{Gen: 1, Slot: payload.SlotA}
-
 // Refusal is an install the node will not do as things are (the API's FailedPrecondition).
 type Refusal struct{ Err error }
 
@@ -236,7 +233,7 @@ func (i *Installer) writePayload(ctx context.Context, src Source, dev string, pr
 func espFiles(src Source, entry string) []struct{ dst, src string } {
 	return []struct{ dst, src string }{
 		{upgrade.LoaderConf, ""}, // upgrade.LoaderConfText
-		{path.Join(upgrade.EntriesDir, FirstEntry.FileName()), entry},
+		{path.Join(upgrade.EntriesDir, upgrade.FirstEntry.FileName()), entry},
 		{upgrade.LoaderPath, src.path(upgrade.ISOSystemdBoot)},
 	}
 }

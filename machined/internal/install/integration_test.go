@@ -217,7 +217,7 @@ func TestInstallOntoLoopDisk(t *testing.T) {
 		t.Errorf("%s = %q, want %q", upgrade.LoaderConf, got, upgrade.LoaderConfText)
 	}
 	entry := filepath.Join(t.TempDir(), "entry.efi")
-	run(t, "mcopy", "-i", espDev, "::/"+upgrade.EntriesDir+"/"+FirstEntry.FileName(), entry)
+	run(t, "mcopy", "-i", espDev, "::/"+upgrade.EntriesDir+"/"+upgrade.FirstEntry.FileName(), entry)
 	if v, err := slots.UKIVersion(entry); err != nil || v != src.Version {
 		t.Errorf("the boot entry's version = %q, %v; want %q", v, err, src.Version)
 	}
