@@ -85,6 +85,8 @@ func (n *Node) boot() error {
 		n.setHostname(cfg.Machine.Hostname)
 	}
 	switch {
+	case rec.Reset != nil:
+		return n.resumeReset(cfg, rec)
 	case rec.Complete:
 		n.o.Log.Info("node lock is complete: taking the Running path", "owner", rec.Owner)
 		return n.launch(fsm.SeqStart, fsm.Running, cfg, nil)
@@ -132,6 +134,7 @@ func (n *Node) run(ctx context.Context, release func(), seq fsm.Sequence, cfg *c
 	n.endSequence(seq, err)
 	if err == nil {
 		n.startRunning(cfg)
+		n.resumePendingReset()
 	}
 }
 

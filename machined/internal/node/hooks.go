@@ -31,10 +31,11 @@ type Hooks struct {
 	Workload func(c *config.MachineConfig, seq fsm.Sequence) []sequence.Task
 	// Stop stops services and unmounts volumes before a reboot, shutdown or reset.
 	Stop func(seq fsm.Sequence) []sequence.Task
-	// Leave takes the node out of its cluster before a graceful reset (cordon, drain).
+	// Leave takes the node out of its cluster in a graceful reset, after Drain (its Node marked left, its
+	// etcd member removed): the steps that cannot be undone.
 	Leave func() []sequence.Task
-	// Drain moves the node's work elsewhere before an upgrade's reboot (cordon, drain), leaving it a
-	// member of the cluster.
+	// Drain moves the node's work elsewhere (cordon, drain) before an upgrade's reboot, leaving it a member
+	// of the cluster, and before a graceful reset's Leave.
 	Drain func() []sequence.Task
 	// Wipe erases the named volumes after they are unmounted (reset).
 	Wipe func(c *config.MachineConfig, volumes []string) []sequence.Task

@@ -87,6 +87,8 @@ type Node struct {
 	finishErr error
 	// stopRunning ends the Running hook's work and waits for it (nil when none runs).
 	stopRunning func()
+	// pendingReset is a graceful reset cut short by a power loss, started again once the node is Running.
+	pendingReset *ResetOptions
 }
 
 // New makes a node in Boot. Start runs its boot sequence.

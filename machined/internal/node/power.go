@@ -6,8 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
+
+	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/events"
 
 	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
 )
 
@@ -35,15 +40,32 @@ type ResetOptions struct {
 // Reset takes the node out of its cluster (graceful: cordon and drain first), stops it, wipes the volumes
 // it is told (only disks carrying this cluster's labels; wiping STATE releases the node lock) and reboots
 // into Boot.
+//
+// A reset that wipes STATE is recorded in the node lock before it starts, and STATE is wiped last, so a
+// power cut anywhere in it leaves the record for the next boot, which carries the reset on (see
+// resumeReset): a node is never left cordoned and Running, or locked without its etcd member.
 func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
 	cfg := n.Machine()
+	recorded := slices.Contains(o.Wipe, "state") && n.lock != nil && n.lock.Record() != nil
 	var before []sequence.Task
-	if o.Graceful {
-		before = n.o.Hooks.leave()
+	if recorded {
+		before = append(before, sequence.Task{Name: "record-reset", Run: func(context.Context) error {
+			return n.lock.MarkReset(nodelock.ResetRecord{Wipe: o.Wipe, Graceful: o.Graceful, NoReboot: o.NoReboot, Started: n.o.Now().UTC()})
+		}})
 	}
+	if o.Graceful {
+		// Cordon and drain can be undone; leaving (the Node marked left, the etcd member removed) cannot.
+		before = append(before, n.o.Hooks.drain()...)
+		if recorded {
+			before = append(before, sequence.Task{Name: "record-leaving", Run: func(context.Context) error { return n.lock.MarkLeft() }})
+		}
+		before = append(before, n.o.Hooks.leave()...)
+	}
+	after := n.o.Hooks.wipe(cfg, stateLast(o.Wipe))
 	if slices.Contains(o.Wipe, "state") {
-		// Before the volumes are unmounted: the lock lives on STATE.
-		before = append(before, sequence.Task{Name: "release-node-lock", Run: func(context.Context) error {
+		// After the wipe: the lock (and the reset's record in it) goes only once everything else has.
+		// Where STATE was a disk the wipe took the files already; this clears a STATE kept in RAM.
+		after = append(after, sequence.Task{Name: "release-node-lock", Run: func(context.Context) error {
 			if n.lock == nil {
 				return nil
 			}
@@ -53,7 +75,64 @@ func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
 			return os.RemoveAll(filepath.Join(n.lock.Dir(), "pki"))
 		}})
 	}
-	return n.power(ctx, fsm.SeqReset, fsm.Reset, before, n.o.Hooks.wipe(cfg, o.Wipe), o.NoReboot)
+	return n.power(ctx, fsm.SeqReset, fsm.Reset, before, after, o.NoReboot)
+}
+
+// resumeReset carries on a reset that a power cut interrupted (the lock still records it). A graceful
+// reset that had not yet begun to take the node out of its cluster starts over once the node is Running
+// again, so the cluster sees it leave; any other finishes at once, without the cluster: the node has begun
+// leaving it already, or was never asked to leave it politely.
+func (n *Node) resumeReset(cfg *config.MachineConfig, rec *nodelock.Record) error {
+	r := rec.Reset
+	o := ResetOptions{Wipe: r.Wipe, Graceful: r.Graceful, NoReboot: r.NoReboot}
+	if r.Graceful && !r.Left && rec.Complete {
+		n.resetNote("the reset begun at " + r.Started.Format(time.RFC3339) + " was cut short before the node left its cluster: " +
+			"starting the node, then resetting it again")
+		n.mu.Lock()
+		n.pendingReset = &o
+		n.mu.Unlock()
+		return n.launch(fsm.SeqStart, fsm.Running, cfg, nil)
+	}
+	msg := "the reset begun at " + r.Started.Format(time.RFC3339) + " was cut short: finishing it"
+	if r.Graceful {
+		msg += fmt.Sprintf(" without the cluster, which the node had begun to leave (should its Node or etcd member "+
+			"still be listed, remove them from another control plane: cairnctl etcd remove-member %s)", n.Status().Hostname)
+	}
+	n.resetNote(msg)
+	o.Graceful = false
+	return n.Reset(n.life, o)
+}
+
+// resumePendingReset starts the reset that resumeReset left for the node to do once Running.
+func (n *Node) resumePendingReset() {
+	n.mu.Lock()
+	o := n.pendingReset
+	n.pendingReset = nil
+	n.mu.Unlock()
+	if o == nil {
+		return
+	}
+	// In its own goroutine: Reset takes the sequence lock, which the Start sequence is about to release.
+	go func() {
+		if err := n.Reset(n.life, *o); err != nil {
+			n.setErr(fmt.Errorf("resume the interrupted reset: %w", err))
+		}
+	}()
+}
+
+func (n *Node) resetNote(msg string) {
+	n.o.Log.Warn(msg)
+	n.o.Bus.Publish(events.Event{Kind: events.KindLock, Sequence: string(fsm.SeqReset), Outcome: "resumed", Message: msg})
+}
+
+// stateLast orders the volumes to wipe with STATE at the end: it holds the node lock, which records the
+// reset under way until nothing else is left to wipe.
+func stateLast(wipe []string) []string {
+	out := slices.DeleteFunc(slices.Clone(wipe), func(v string) bool { return v == "state" })
+	if len(out) < len(wipe) {
+		out = append(out, "state")
+	}
+	return out
 }
 
 // power runs a power sequence: take over the sequence lock, move to the state, run the before tasks,

@@ -42,6 +42,22 @@ type Record struct {
 	Done []string `json:"done,omitempty"`
 	// Complete is set when the Init or Join sequence reached Running; later boots take the Running path.
 	Complete bool `json:"complete,omitempty"`
+	// Reset is a reset that began and has not finished yet: wiping STATE, which ends it, erases the
+	// record with the lock. The next boot finishes it (see ResetRecord).
+	Reset *ResetRecord `json:"reset,omitempty"`
+}
+
+// ResetRecord is what a reset was asked to do, kept so that a power cut in the middle of it does not leave
+// a node half out of its cluster: the next boot carries the reset on.
+type ResetRecord struct {
+	Wipe     []string  `json:"wipe"`
+	Graceful bool      `json:"graceful,omitempty"`
+	NoReboot bool      `json:"noReboot,omitempty"`
+	Started  time.Time `json:"started"`
+	// Left is set just before the node begins to leave its cluster (its Node marked left, its etcd member
+	// removed). Until then a graceful reset can start over from Running; from then on the cluster no
+	// longer counts the node, so the reset can only go forward, without it.
+	Left bool `json:"left,omitempty"`
 }
 
 // HeldError says the lock is already taken; the API maps it to Aborted.
@@ -125,9 +141,18 @@ func (l *Lock) Record() *Record {
 	if l.rec == nil {
 		return nil
 	}
-	r := *l.rec
-	r.Done = slices.Clone(l.rec.Done)
-	return &r
+	return l.rec.clone()
+}
+
+func (r *Record) clone() *Record {
+	c := *r
+	c.Done = slices.Clone(r.Done)
+	if r.Reset != nil {
+		rr := *r.Reset
+		rr.Wipe = slices.Clone(r.Reset.Wipe)
+		c.Reset = &rr
+	}
+	return &c
 }
 
 // Config returns the config stored with the lock, checked against the hash in the record.
@@ -167,19 +192,33 @@ func (l *Lock) MarkDone(task string) error {
 // MarkComplete records that the sequence reached Running.
 func (l *Lock) MarkComplete() error { return l.update(func(r *Record) { r.Complete = true }) }
 
+// MarkReset records that a reset began (replacing any earlier record of one).
+func (l *Lock) MarkReset(rr ResetRecord) error {
+	rr.Wipe = slices.Clone(rr.Wipe)
+	return l.update(func(r *Record) { r.Reset = &rr })
+}
+
+// MarkLeft records that the reset under way has begun to take the node out of its cluster.
+func (l *Lock) MarkLeft() error {
+	return l.update(func(r *Record) {
+		if r.Reset != nil {
+			r.Reset.Left = true
+		}
+	})
+}
+
 func (l *Lock) update(f func(*Record)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.rec == nil {
 		return errors.New("the node lock is free")
 	}
-	next := *l.rec
-	next.Done = slices.Clone(l.rec.Done)
-	f(&next)
-	if err := l.write(&next); err != nil {
+	next := l.rec.clone()
+	f(next)
+	if err := l.write(next); err != nil {
 		return err
 	}
-	l.rec = &next
+	l.rec = next
 	return nil
 }
 

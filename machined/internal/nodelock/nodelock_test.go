@@ -137,3 +137,34 @@ func TestConcurrentTakeHasOneWinner(t *testing.T) {
 		}
 	}
 }
+
+// A reset under way survives a reboot with its options and how far it got; a copy handed out is the
+// caller's to change.
+func TestResetRecordSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := Open(dir, nil)
+	if err := l.Take(OwnerInit, []byte("c"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.MarkLeft(); err != nil { // no reset under way: nothing to mark
+		t.Fatal(err)
+	}
+	if r := l.Record(); r.Reset != nil {
+		t.Fatalf("MarkLeft without a reset recorded %+v", r.Reset)
+	}
+	if err := l.MarkReset(ResetRecord{Wipe: []string{"state", "etcd"}, Graceful: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.MarkLeft(); err != nil {
+		t.Fatal(err)
+	}
+	l.Record().Reset.Wipe[0] = "changed"
+	again, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ResetRecord{Wipe: []string{"state", "etcd"}, Graceful: true, Left: true}
+	if diff := cmp.Diff(want, again.Record().Reset); diff != "" {
+		t.Errorf("reset record after reopen (-want +got):\n%s", diff)
+	}
+}

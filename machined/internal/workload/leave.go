@@ -19,15 +19,15 @@ import (
 // drainTimeout bounds how long a reset waits for the node's pods to leave.
 const drainTimeout = 2 * time.Minute
 
-// LeaveTasks take the node out of the cluster before a reset: cordon it, evict its pods (not the static
-// ones, not DaemonSets'), mark its Node as left (see LeftAnnotation: the cluster does not list a NotReady
-// node forever), and on a control plane remove its etcd member. They are only for a node whose cluster
-// still answers (graceful reset).
+// LeaveTasks take the node out of the cluster in a graceful reset, once DrainTasks have moved its pods
+// (not the static ones, not DaemonSets') away: mark its Node as left (see LeftAnnotation: the cluster does
+// not list a NotReady node forever), and on a control plane remove its etcd member. They are only for a
+// node whose cluster still answers.
 func (w *Workload) LeaveTasks() []sequence.Task {
 	if w.Renderer() == nil {
 		return nil
 	}
-	tasks := append(w.DrainTasks(), sequence.Task{Name: "leave-node", Timeout: time.Minute, Run: w.markLeft})
+	tasks := []sequence.Task{{Name: "leave-node", Timeout: time.Minute, Run: w.markLeft}}
 	if w.controlPlane() {
 		tasks = append(tasks, sequence.Task{Name: "etcd-leave", Timeout: 2 * time.Minute, Run: w.leaveEtcd})
 	}
