@@ -72,7 +72,12 @@ func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
 			if err := n.lock.Clear(); err != nil {
 				return err
 			}
-			return os.RemoveAll(filepath.Join(n.lock.Dir(), "pki"))
+			// Only when it is there: on the bare mount point a wiped STATE leaves, unlink fails (EROFS).
+			pki := filepath.Join(n.lock.Dir(), "pki")
+			if _, err := os.Lstat(pki); err != nil {
+				return nil
+			}
+			return os.RemoveAll(pki)
 		}})
 	}
 	return n.power(ctx, fsm.SeqReset, fsm.Reset, before, after, o.NoReboot)
@@ -149,6 +154,7 @@ func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, bef
 		return err
 	}
 	n.stopJoinClient()
+	n.trial.Cancel() // the boot after brings the stored config back; a shutdown needs no undo
 	go func() {
 		n.stopRunningWork()
 		tasks := append(append(before, n.o.Hooks.stop(seq)...), after...)
