@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/cairn-os/cairn/api/config"
@@ -16,23 +17,31 @@ type clock struct {
 	log    *slog.Logger
 	mu     sync.Mutex
 	syncer *timesync.Syncer
+	stop   context.CancelFunc
 }
 
-// start starts the client for c's servers (once) and waits, up to the config's boot wait, for a first
-// answer. A node without servers keeps the machine's clock. A wait that ends without an answer is logged
-// with every server's failure, and the node goes on: the client keeps asking.
+// start starts the client for c's servers (again when an applied config changed them) and waits, up to
+// the config's boot wait, for a first answer. A node without servers keeps the machine's clock. A wait
+// that ends without an answer is logged with every server's failure, and the node goes on: the client
+// keeps asking.
 func (k *clock) start(ctx context.Context, c *config.MachineConfig) error {
-	if len(c.Machine.Time.Servers) == 0 {
-		return nil
-	}
 	k.mu.Lock()
 	s := k.syncer
-	if s == nil {
-		s = &timesync.Syncer{Servers: c.Machine.Time.Servers, Step: sys.StepClock, Log: k.log}
+	if s != nil && !slices.Equal(s.Servers, c.Machine.Time.Servers) {
+		k.stop()
+		s, k.syncer = nil, nil
+	}
+	if s == nil && len(c.Machine.Time.Servers) > 0 {
+		s = &timesync.Syncer{Servers: slices.Clone(c.Machine.Time.Servers), Step: sys.StepClock, Log: k.log}
+		var runCtx context.Context
+		runCtx, k.stop = context.WithCancel(context.Background())
 		k.syncer = s
-		go s.Run(context.Background())
+		go s.Run(runCtx)
 	}
 	k.mu.Unlock()
+	if s == nil {
+		return nil
+	}
 	if err := s.WaitSynced(ctx, c.Machine.Time.BootWaitOrDefault()); err != nil {
 		k.log.Warn("time: starting without a synced clock", "error", err)
 	}

@@ -173,7 +173,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]}, Renewer: &joinsvc.Client{},
-		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Drain: wl.DrainTasks, Leave: wl.LeaveTasks, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
+		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Drain: wl.DrainTasks, Leave: wl.LeaveTasks, Reconfigure: wl.Reconfigure, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {
 				return append(vols.Hook(c, seq, stateAt), sequence.Task{Name: "log-files", Run: func(context.Context) error {

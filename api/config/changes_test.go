@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -85,5 +86,47 @@ func TestChangesAndRedact(t *testing.T) {
 	certLine := strings.Split(old.Cluster.Secrets.MachineCA.Cert, "\n")[1]
 	if !strings.Contains(string(data), certLine) || old.Cluster.Secrets.BootstrapToken == Redacted {
 		t.Errorf("Redact() dropped a certificate or changed its input")
+	}
+}
+
+// Every field of the config type has a rule in the effects table: a field added without one fails here
+// (it would otherwise be refused as immutable on a running node, by accident rather than by decision).
+func TestEveryFieldHasARule(t *testing.T) {
+	var paths []string
+	var walk func(path string, typ reflect.Type)
+	walk = func(path string, typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		switch typ.Kind() {
+		case reflect.Map:
+			walk(path+".key", typ.Elem())
+			return
+		case reflect.Struct:
+		default:
+			paths = append(paths, path)
+			return
+		}
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "-" {
+				continue
+			}
+			if strings.Contains(opts, "inline") {
+				walk(path, f.Type)
+				continue
+			}
+			walk(join(path, name), f.Type)
+		}
+	}
+	walk("", reflect.TypeOf(MachineConfig{}))
+	if len(paths) < 50 {
+		t.Fatalf("found only %d paths: the walk is broken", len(paths))
+	}
+	for _, p := range paths {
+		if _, why := EffectOf(p); strings.HasPrefix(why, "no rule") {
+			t.Errorf("config path %s has no rule in the effects table (changes.go): decide whether it is live, reboot or immutable", p)
+		}
 	}
 }

@@ -4736,6 +4736,265 @@ func (x *GetConfigResponse) GetRedacted() bool {
 	return false
 }
 
+type ApplyConfigRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config []byte                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"` // the whole new machine config (YAML); empty with confirm or rollback
+	// auto (live when every change can be, else reboot), no-reboot (refused if a change needs a reboot),
+	// reboot, staged (stored now, in force from the next boot) or try (live, undone by itself after timeout
+	// unless confirmed).
+	Mode           string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	DryRun         bool   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	TimeoutSeconds uint32 `protobuf:"varint,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"` // try: how long until the change is undone without a confirm (default 60)
+	Confirm        bool   `protobuf:"varint,5,opt,name=confirm,proto3" json:"confirm,omitempty"`                                     // keep the config a try applied
+	Rollback       bool   `protobuf:"varint,6,opt,name=rollback,proto3" json:"rollback,omitempty"`                                   // apply the config in force before the current one (from the history)
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ApplyConfigRequest) Reset() {
+	*x = ApplyConfigRequest{}
+	mi := &file_machine_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyConfigRequest) ProtoMessage() {}
+
+func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
+func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ApplyConfigRequest) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *ApplyConfigRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ApplyConfigRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ApplyConfigRequest) GetTimeoutSeconds() uint32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *ApplyConfigRequest) GetConfirm() bool {
+	if x != nil {
+		return x.Confirm
+	}
+	return false
+}
+
+func (x *ApplyConfigRequest) GetRollback() bool {
+	if x != nil {
+		return x.Rollback
+	}
+	return false
+}
+
+type ConfigHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigHistoryRequest) Reset() {
+	*x = ConfigHistoryRequest{}
+	mi := &file_machine_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigHistoryRequest) ProtoMessage() {}
+
+func (x *ConfigHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigHistoryRequest.ProtoReflect.Descriptor instead.
+func (*ConfigHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{81}
+}
+
+type ConfigHistoryEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint32                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"` // 1 for the config of Init or Join, then one more per applied config
+	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Client        string                 `protobuf:"bytes,3,opt,name=client,proto3" json:"client,omitempty"` // the client certificate's name that applied it
+	Mode          string                 `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"`
+	Sha256        string                 `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Paths         []string               `protobuf:"bytes,6,rep,name=paths,proto3" json:"paths,omitempty"`      // the paths it changed
+	Current       bool                   `protobuf:"varint,7,opt,name=current,proto3" json:"current,omitempty"` // the one in force
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigHistoryEntry) Reset() {
+	*x = ConfigHistoryEntry{}
+	mi := &file_machine_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigHistoryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigHistoryEntry) ProtoMessage() {}
+
+func (x *ConfigHistoryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigHistoryEntry.ProtoReflect.Descriptor instead.
+func (*ConfigHistoryEntry) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ConfigHistoryEntry) GetGeneration() uint32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ConfigHistoryEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ConfigHistoryEntry) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *ConfigHistoryEntry) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ConfigHistoryEntry) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *ConfigHistoryEntry) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+func (x *ConfigHistoryEntry) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
+type ConfigHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*ConfigHistoryEntry  `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigHistoryResponse) Reset() {
+	*x = ConfigHistoryResponse{}
+	mi := &file_machine_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigHistoryResponse) ProtoMessage() {}
+
+func (x *ConfigHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigHistoryResponse.ProtoReflect.Descriptor instead.
+func (*ConfigHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ConfigHistoryResponse) GetEntries() []*ConfigHistoryEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 var File_machine_proto protoreflect.FileDescriptor
 
 const file_machine_proto_rawDesc = "" +
@@ -5066,7 +5325,27 @@ const file_machine_proto_rawDesc = "" +
 	"\fshow_secrets\x18\x01 \x01(\bR\vshowSecrets\"G\n" +
 	"\x11GetConfigResponse\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12\x1a\n" +
-	"\bredacted\x18\x02 \x01(\bR\bredacted2\x88\x1a\n" +
+	"\bredacted\x18\x02 \x01(\bR\bredacted\"\xb8\x01\n" +
+	"\x12ApplyConfigRequest\x12\x16\n" +
+	"\x06config\x18\x01 \x01(\fR\x06config\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12'\n" +
+	"\x0ftimeout_seconds\x18\x04 \x01(\rR\x0etimeoutSeconds\x12\x18\n" +
+	"\aconfirm\x18\x05 \x01(\bR\aconfirm\x12\x1a\n" +
+	"\brollback\x18\x06 \x01(\bR\brollback\"\x16\n" +
+	"\x14ConfigHistoryRequest\"\xd8\x01\n" +
+	"\x12ConfigHistoryEntry\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\rR\n" +
+	"generation\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
+	"\x06client\x18\x03 \x01(\tR\x06client\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\tR\x04mode\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12\x14\n" +
+	"\x05paths\x18\x06 \x03(\tR\x05paths\x12\x18\n" +
+	"\acurrent\x18\a \x01(\bR\acurrent\"]\n" +
+	"\x15ConfigHistoryResponse\x12D\n" +
+	"\aentries\x18\x01 \x03(\v2*.cairn.machine.v1alpha1.ConfigHistoryEntryR\aentries2\xd2\x1b\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -5094,7 +5373,9 @@ const file_machine_proto_rawDesc = "" +
 	"\vEtcdMembers\x12*.cairn.machine.v1alpha1.EtcdMembersRequest\x1a+.cairn.machine.v1alpha1.EtcdMembersResponse\x12`\n" +
 	"\fEtcdSnapshot\x12+.cairn.machine.v1alpha1.EtcdSnapshotRequest\x1a!.cairn.machine.v1alpha1.DataChunk0\x01\x12u\n" +
 	"\x10EtcdRemoveMember\x12/.cairn.machine.v1alpha1.EtcdRemoveMemberRequest\x1a0.cairn.machine.v1alpha1.EtcdRemoveMemberResponse\x12`\n" +
-	"\tGetConfig\x12(.cairn.machine.v1alpha1.GetConfigRequest\x1a).cairn.machine.v1alpha1.GetConfigResponse\x12i\n" +
+	"\tGetConfig\x12(.cairn.machine.v1alpha1.GetConfigRequest\x1a).cairn.machine.v1alpha1.GetConfigResponse\x12Z\n" +
+	"\vApplyConfig\x12*.cairn.machine.v1alpha1.ApplyConfigRequest\x1a\x1d.cairn.machine.v1alpha1.Event0\x01\x12l\n" +
+	"\rConfigHistory\x12,.cairn.machine.v1alpha1.ConfigHistoryRequest\x1a-.cairn.machine.v1alpha1.ConfigHistoryResponse\x12i\n" +
 	"\fCertificates\x12+.cairn.machine.v1alpha1.CertificatesRequest\x1a,.cairn.machine.v1alpha1.CertificatesResponse\x12r\n" +
 	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponse\x12o\n" +
 	"\x0eListJoinTokens\x12-.cairn.machine.v1alpha1.ListJoinTokensRequest\x1a..cairn.machine.v1alpha1.ListJoinTokensResponse\x12r\n" +
@@ -5117,7 +5398,7 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),           // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),          // 1: cairn.machine.v1alpha1.VersionResponse
@@ -5199,23 +5480,27 @@ var file_machine_proto_goTypes = []any{
 	(*WatchdogStopResponse)(nil),     // 77: cairn.machine.v1alpha1.WatchdogStopResponse
 	(*GetConfigRequest)(nil),         // 78: cairn.machine.v1alpha1.GetConfigRequest
 	(*GetConfigResponse)(nil),        // 79: cairn.machine.v1alpha1.GetConfigResponse
-	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
+	(*ApplyConfigRequest)(nil),       // 80: cairn.machine.v1alpha1.ApplyConfigRequest
+	(*ConfigHistoryRequest)(nil),     // 81: cairn.machine.v1alpha1.ConfigHistoryRequest
+	(*ConfigHistoryEntry)(nil),       // 82: cairn.machine.v1alpha1.ConfigHistoryEntry
+	(*ConfigHistoryResponse)(nil),    // 83: cairn.machine.v1alpha1.ConfigHistoryResponse
+	(*timestamppb.Timestamp)(nil),    // 84: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
 	2,  // 0: cairn.machine.v1alpha1.VersionResponse.slots:type_name -> cairn.machine.v1alpha1.BootSlot
-	80, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	84, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
 	6,  // 2: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
 	5,  // 3: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
-	80, // 4: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
+	84, // 4: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
 	7,  // 5: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
 	12, // 6: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
 	20, // 7: cairn.machine.v1alpha1.UpgradeRequest.header:type_name -> cairn.machine.v1alpha1.UpgradeHeader
 	22, // 8: cairn.machine.v1alpha1.InstallRequest.disk:type_name -> cairn.machine.v1alpha1.DiskSelector
-	80, // 9: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	80, // 10: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	80, // 11: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	84, // 9: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	84, // 10: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	84, // 11: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
 	32, // 12: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	80, // 13: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	84, // 13: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
 	32, // 14: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
 	37, // 15: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
 	39, // 16: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
@@ -5227,92 +5512,98 @@ var file_machine_proto_depIdxs = []int32{
 	50, // 22: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
 	50, // 23: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
 	55, // 24: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
-	80, // 25: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	80, // 26: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	80, // 27: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
-	80, // 28: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	84, // 25: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	84, // 26: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	84, // 27: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	84, // 28: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
 	62, // 29: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
-	80, // 30: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
+	84, // 30: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
 	66, // 31: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
 	68, // 32: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
 	69, // 33: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
 	70, // 34: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
 	70, // 35: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
-	0,  // 36: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	3,  // 37: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	8,  // 38: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	9,  // 39: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	10, // 40: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	13, // 41: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	15, // 42: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	17, // 43: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	19, // 44: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	23, // 45: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
-	21, // 46: cairn.machine.v1alpha1.Machine.Install:input_type -> cairn.machine.v1alpha1.InstallRequest
-	25, // 47: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	27, // 48: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	28, // 49: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	30, // 50: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	35, // 51: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	40, // 52: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	43, // 53: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	33, // 54: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	33, // 55: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	33, // 56: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	46, // 57: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	48, // 58: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	56, // 59: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	51, // 60: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	78, // 61: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
-	53, // 62: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
-	58, // 63: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	60, // 64: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
-	63, // 65: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	65, // 66: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
-	71, // 67: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
-	73, // 68: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	75, // 69: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	76, // 70: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
-	1,  // 71: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	4,  // 72: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	26, // 73: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	26, // 74: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	11, // 75: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	14, // 76: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	16, // 77: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	18, // 78: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	26, // 79: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
-	24, // 80: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
-	26, // 81: cairn.machine.v1alpha1.Machine.Install:output_type -> cairn.machine.v1alpha1.Event
-	26, // 82: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	29, // 83: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	29, // 84: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	31, // 85: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	36, // 86: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	41, // 87: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	44, // 88: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	34, // 89: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	34, // 90: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	34, // 91: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	47, // 92: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	49, // 93: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	57, // 94: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	52, // 95: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	79, // 96: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
-	54, // 97: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
-	59, // 98: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	61, // 99: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
-	64, // 100: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	67, // 101: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	72, // 102: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	74, // 103: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	57, // 104: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	77, // 105: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
-	71, // [71:106] is the sub-list for method output_type
-	36, // [36:71] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	84, // 36: cairn.machine.v1alpha1.ConfigHistoryEntry.time:type_name -> google.protobuf.Timestamp
+	82, // 37: cairn.machine.v1alpha1.ConfigHistoryResponse.entries:type_name -> cairn.machine.v1alpha1.ConfigHistoryEntry
+	0,  // 38: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	3,  // 39: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	8,  // 40: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	9,  // 41: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	10, // 42: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	13, // 43: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	15, // 44: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	17, // 45: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	19, // 46: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	23, // 47: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
+	21, // 48: cairn.machine.v1alpha1.Machine.Install:input_type -> cairn.machine.v1alpha1.InstallRequest
+	25, // 49: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	27, // 50: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	28, // 51: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	30, // 52: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	35, // 53: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	40, // 54: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	43, // 55: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	33, // 56: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	33, // 57: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	33, // 58: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	46, // 59: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	48, // 60: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	56, // 61: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	51, // 62: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	78, // 63: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
+	80, // 64: cairn.machine.v1alpha1.Machine.ApplyConfig:input_type -> cairn.machine.v1alpha1.ApplyConfigRequest
+	81, // 65: cairn.machine.v1alpha1.Machine.ConfigHistory:input_type -> cairn.machine.v1alpha1.ConfigHistoryRequest
+	53, // 66: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
+	58, // 67: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	60, // 68: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
+	63, // 69: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	65, // 70: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	71, // 71: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	73, // 72: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	75, // 73: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	76, // 74: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
+	1,  // 75: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	4,  // 76: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	26, // 77: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	26, // 78: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	11, // 79: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	14, // 80: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	16, // 81: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	18, // 82: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	26, // 83: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
+	24, // 84: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
+	26, // 85: cairn.machine.v1alpha1.Machine.Install:output_type -> cairn.machine.v1alpha1.Event
+	26, // 86: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	29, // 87: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	29, // 88: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	31, // 89: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	36, // 90: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	41, // 91: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	44, // 92: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	34, // 93: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	34, // 94: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	34, // 95: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	47, // 96: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	49, // 97: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	57, // 98: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	52, // 99: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	79, // 100: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
+	26, // 101: cairn.machine.v1alpha1.Machine.ApplyConfig:output_type -> cairn.machine.v1alpha1.Event
+	83, // 102: cairn.machine.v1alpha1.Machine.ConfigHistory:output_type -> cairn.machine.v1alpha1.ConfigHistoryResponse
+	54, // 103: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	59, // 104: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	61, // 105: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
+	64, // 106: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	67, // 107: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	72, // 108: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	74, // 109: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	57, // 110: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	77, // 111: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
+	75, // [75:112] is the sub-list for method output_type
+	38, // [38:75] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -5338,7 +5629,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   80,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

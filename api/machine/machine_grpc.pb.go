@@ -50,6 +50,8 @@ const (
 	Machine_EtcdSnapshot_FullMethodName     = "/cairn.machine.v1alpha1.Machine/EtcdSnapshot"
 	Machine_EtcdRemoveMember_FullMethodName = "/cairn.machine.v1alpha1.Machine/EtcdRemoveMember"
 	Machine_GetConfig_FullMethodName        = "/cairn.machine.v1alpha1.Machine/GetConfig"
+	Machine_ApplyConfig_FullMethodName      = "/cairn.machine.v1alpha1.Machine/ApplyConfig"
+	Machine_ConfigHistory_FullMethodName    = "/cairn.machine.v1alpha1.Machine/ConfigHistory"
 	Machine_Certificates_FullMethodName     = "/cairn.machine.v1alpha1.Machine/Certificates"
 	Machine_CreateJoinToken_FullMethodName  = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
 	Machine_ListJoinTokens_FullMethodName   = "/cairn.machine.v1alpha1.Machine/ListJoinTokens"
@@ -112,6 +114,12 @@ type MachineClient interface {
 	EtcdRemoveMember(ctx context.Context, in *EtcdRemoveMemberRequest, opts ...grpc.CallOption) (*EtcdRemoveMemberResponse, error)
 	// GetConfig returns the machine config in force: secrets redacted, unless an admin asks for them.
 	GetConfig(ctx context.Context, in *GetConfigRequest, opts ...grpc.CallOption) (*GetConfigResponse, error)
+	// ApplyConfig changes the config of a Running node. It streams the changed paths first (each with what it
+	// takes: live, reboot or refused), then its progress; dry_run stops after the paths. An immutable path
+	// refuses the whole config (InvalidArgument naming it) and nothing changes.
+	ApplyConfig(ctx context.Context, in *ApplyConfigRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// ConfigHistory lists the configs applied to the node, newest first (no config bodies: those hold secrets).
+	ConfigHistory(ctx context.Context, in *ConfigHistoryRequest, opts ...grpc.CallOption) (*ConfigHistoryResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error)
@@ -476,6 +484,35 @@ func (c *machineClient) GetConfig(ctx context.Context, in *GetConfigRequest, opt
 	return out, nil
 }
 
+func (c *machineClient) ApplyConfig(ctx context.Context, in *ApplyConfigRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[8], Machine_ApplyConfig_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ApplyConfigRequest, Event]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_ApplyConfigClient = grpc.ServerStreamingClient[Event]
+
+func (c *machineClient) ConfigHistory(ctx context.Context, in *ConfigHistoryRequest, opts ...grpc.CallOption) (*ConfigHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigHistoryResponse)
+	err := c.cc.Invoke(ctx, Machine_ConfigHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CertificatesResponse)
@@ -518,7 +555,7 @@ func (c *machineClient) RevokeJoinToken(ctx context.Context, in *RevokeJoinToken
 
 func (c *machineClient) ImageImport(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ImageImportRequest, ImageImportResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[8], Machine_ImageImport_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[9], Machine_ImageImport_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -551,7 +588,7 @@ func (c *machineClient) ImageRemove(ctx context.Context, in *ImageRemoveRequest,
 
 func (c *machineClient) Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[9], Machine_Profile_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[10], Machine_Profile_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -629,6 +666,12 @@ type MachineServer interface {
 	EtcdRemoveMember(context.Context, *EtcdRemoveMemberRequest) (*EtcdRemoveMemberResponse, error)
 	// GetConfig returns the machine config in force: secrets redacted, unless an admin asks for them.
 	GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error)
+	// ApplyConfig changes the config of a Running node. It streams the changed paths first (each with what it
+	// takes: live, reboot or refused), then its progress; dry_run stops after the paths. An immutable path
+	// refuses the whole config (InvalidArgument naming it) and nothing changes.
+	ApplyConfig(*ApplyConfigRequest, grpc.ServerStreamingServer[Event]) error
+	// ConfigHistory lists the configs applied to the node, newest first (no config bodies: those hold secrets).
+	ConfigHistory(context.Context, *ConfigHistoryRequest) (*ConfigHistoryResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error)
@@ -744,6 +787,12 @@ func (UnimplementedMachineServer) EtcdRemoveMember(context.Context, *EtcdRemoveM
 }
 func (UnimplementedMachineServer) GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConfig not implemented")
+}
+func (UnimplementedMachineServer) ApplyConfig(*ApplyConfigRequest, grpc.ServerStreamingServer[Event]) error {
+	return status.Error(codes.Unimplemented, "method ApplyConfig not implemented")
+}
+func (UnimplementedMachineServer) ConfigHistory(context.Context, *ConfigHistoryRequest) (*ConfigHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfigHistory not implemented")
 }
 func (UnimplementedMachineServer) Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Certificates not implemented")
@@ -1201,6 +1250,35 @@ func _Machine_GetConfig_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_ApplyConfig_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ApplyConfigRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MachineServer).ApplyConfig(m, &grpc.GenericServerStream[ApplyConfigRequest, Event]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_ApplyConfigServer = grpc.ServerStreamingServer[Event]
+
+func _Machine_ConfigHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).ConfigHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_ConfigHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).ConfigHistory(ctx, req.(*ConfigHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_Certificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CertificatesRequest)
 	if err := dec(in); err != nil {
@@ -1425,6 +1503,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Machine_GetConfig_Handler,
 		},
 		{
+			MethodName: "ConfigHistory",
+			Handler:    _Machine_ConfigHistory_Handler,
+		},
+		{
 			MethodName: "Certificates",
 			Handler:    _Machine_Certificates_Handler,
 		},
@@ -1493,6 +1575,11 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "EtcdSnapshot",
 			Handler:       _Machine_EtcdSnapshot_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ApplyConfig",
+			Handler:       _Machine_ApplyConfig_Handler,
 			ServerStreams: true,
 		},
 		{

@@ -86,6 +86,7 @@ func TestControlPlane(t *testing.T) {
 		checkServiceRestart(t, mtls(), kc, n.Name)
 		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo", "--timeout=5m")
 	})
+	t.Run("apply", func(t *testing.T) { checkApply(t, c, kc, n.Name) })
 
 	t.Run("reboot keeps everything", func(t *testing.T) {
 		before := status(t, mtls())

@@ -27,6 +27,8 @@ const (
 	KindUpgrade = "upgrade"
 	// KindInstall: Cairn was installed onto a disk from the live medium, or the install failed.
 	KindInstall = "install"
+	// KindConfig: a changed config was applied, staged, confirmed or undone (cairnctl apply).
+	KindConfig = "config"
 	// KindSequence marks the end of a sequence (outcome done or failed).
 	KindSequence = "sequence"
 )

@@ -20,15 +20,16 @@ const (
 	SeqUpgrade  Sequence = "upgrade"
 	SeqInstall  Sequence = "install" // writing Cairn onto a disk from the live medium
 	SeqService  Sequence = "service" // start/stop/restart of one service
+	SeqApply    Sequence = "apply"   // a changed config applied to a Running node (cairnctl apply)
 )
 
 // takeover says which running sequences a new one may cancel. A request for a sequence not listed against
 // the running one gets BusyError (the API's Aborted). Power operations win over configuration work, so an
 // operator can always get a stuck node back; nothing cancels a shutdown.
 var takeover = map[Sequence][]Sequence{
-	SeqReboot:   {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqInstall, SeqService},
-	SeqShutdown: {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqInstall, SeqService, SeqReboot, SeqReset},
-	SeqReset:    {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqService},
+	SeqReboot:   {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqInstall, SeqService, SeqApply},
+	SeqShutdown: {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqUpgrade, SeqInstall, SeqService, SeqReboot, SeqReset, SeqApply},
+	SeqReset:    {SeqBoot, SeqInit, SeqJoin, SeqStart, SeqService, SeqApply},
 }
 
 // CanTakeOver reports whether a request for next may cancel running.

@@ -67,6 +67,9 @@ func (n *Node) boot() error {
 		n.startJoinClient()
 		return nil
 	}
+	if rec.Complete && rec.Reset == nil {
+		n.applyStaged()
+	}
 	raw, err := lock.Config()
 	if err != nil {
 		n.setErr(err)

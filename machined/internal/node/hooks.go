@@ -39,6 +39,9 @@ type Hooks struct {
 	Drain func() []sequence.Task
 	// Wipe erases the named volumes after they are unmounted (reset).
 	Wipe func(c *config.MachineConfig, volumes []string) []sequence.Task
+	// Reconfigure applies a changed config's live changes to the running workload (config.Changes lists
+	// them), re-rendering and restarting what reads them, each checked healthy before the next.
+	Reconfigure func(ctx context.Context, c *config.MachineConfig, changes []config.Change, progress func(string)) error
 	// Running is the work a node does while it is Running (certificate renewal, discovery names). It
 	// starts each time the node enters Running; ctx ends when a reboot, shutdown or reset begins or
 	// machined stops, and Running must then return.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/machined/internal/configapply"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
@@ -87,6 +88,8 @@ type Node struct {
 	finishErr error
 	// stopRunning ends the Running hook's work and waits for it (nil when none runs).
 	stopRunning func()
+	// trial times a config applied in try mode.
+	trial configapply.Trial
 	// pendingReset is a graceful reset cut short by a power loss, started again once the node is Running.
 	pendingReset *ResetOptions
 }

@@ -8,10 +8,17 @@ import (
 )
 
 // NotRunningError refuses an upgrade or rollback of a node that is not Running.
-type NotRunningError struct{ State fsm.State }
+type NotRunningError struct {
+	State fsm.State
+	What  string // "" for upgrades and rollbacks
+}
 
 func (e *NotRunningError) Error() string {
-	return fmt.Sprintf("the node is in %s: upgrades and rollbacks start from Running", e.State)
+	what := e.What
+	if what == "" {
+		what = "upgrades and rollbacks start from Running"
+	}
+	return fmt.Sprintf("the node is in %s: %s", e.State, what)
 }
 
 // Precondition marks the error for the API (FailedPrecondition).

@@ -31,6 +31,10 @@ const (
 const (
 	LockFile   = "lock.json"
 	ConfigFile = "config.yaml"
+	// ConfigNext is a replacing config on its way in (see ReplaceConfig).
+	ConfigNext = "config.next.yaml"
+	// ConfigStaged is a config applied in staged mode: it replaces ConfigFile at the next boot.
+	ConfigStaged = "config.staged.yaml"
 )
 
 // Record is what the lock file holds.
@@ -155,22 +159,92 @@ func (r *Record) clone() *Record {
 	return &c
 }
 
-// Config returns the config stored with the lock, checked against the hash in the record.
+// Config returns the config stored with the lock, checked against the hash in the record. A replacement
+// cut short after its commit point (the record names the new config) is finished here.
 func (l *Lock) Config() ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.rec == nil {
 		return nil, errors.New("the node lock is free: no config stored")
 	}
-	data, err := os.ReadFile(filepath.Join(l.dir, ConfigFile))
+	path := filepath.Join(l.dir, ConfigFile)
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read stored config: %w", err)
+	}
+	if err == nil && matches(data, l.rec.ConfigSHA256) {
+		return data, nil
+	}
+	next := filepath.Join(l.dir, ConfigNext)
+	if nd, nerr := os.ReadFile(next); nerr == nil && matches(nd, l.rec.ConfigSHA256) {
+		if err := os.Rename(next, path); err != nil {
+			return nil, fmt.Errorf("finish replacing the stored config: %w", err)
+		}
+		return nd, atomicfile.SyncDir(l.dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read stored config: %w", err)
 	}
+	return nil, fmt.Errorf("stored config %s does not match the hash in the node lock", path)
+}
+
+func matches(data []byte, sha string) bool {
 	sum := sha256.Sum256(data)
-	if hex.EncodeToString(sum[:]) != l.rec.ConfigSHA256 {
-		return nil, fmt.Errorf("stored config %s does not match the hash in the node lock", filepath.Join(l.dir, ConfigFile))
+	return hex.EncodeToString(sum[:]) == sha
+}
+
+// ReplaceConfig makes config the one stored with the lock. The new config is written beside the old one,
+// then the record naming its hash (the commit point), then it is renamed over the old one: a power cut
+// anywhere leaves the old config in force or the new one, never a mix (Config finishes a cut rename).
+func (l *Lock) ReplaceConfig(config []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rec == nil {
+		return errors.New("the node lock is free")
 	}
-	return data, nil
+	next := filepath.Join(l.dir, ConfigNext)
+	if err := atomicfile.WriteFile(next, config, 0o600); err != nil {
+		return fmt.Errorf("store the new config: %w", err)
+	}
+	rec := l.rec.clone()
+	sum := sha256.Sum256(config)
+	rec.ConfigSHA256 = hex.EncodeToString(sum[:])
+	if err := l.write(rec); err != nil {
+		return err
+	}
+	l.rec = rec
+	if err := os.Rename(next, filepath.Join(l.dir, ConfigFile)); err != nil {
+		return fmt.Errorf("replace the stored config: %w", err)
+	}
+	return atomicfile.SyncDir(l.dir)
+}
+
+// Stage stores config to replace the lock's at the next boot (TakeStaged).
+func (l *Lock) Stage(config []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rec == nil {
+		return errors.New("the node lock is free")
+	}
+	return atomicfile.WriteFile(filepath.Join(l.dir, ConfigStaged), config, 0o600)
+}
+
+// Staged returns the staged config, if any.
+func (l *Lock) Staged() ([]byte, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	data, err := os.ReadFile(filepath.Join(l.dir, ConfigStaged))
+	return data, err == nil
+}
+
+// DropStaged removes the staged config (once it is in force, or refused).
+func (l *Lock) DropStaged() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := os.Remove(filepath.Join(l.dir, ConfigStaged)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return atomicfile.SyncDir(l.dir)
 }
 
 // IsDone reports whether the once-only task finished before.
@@ -259,17 +333,27 @@ func (l *Lock) Move(dir string) error {
 	return nil
 }
 
-// Clear releases the lock; only Reset calls it.
+// Clear releases the lock; only Reset calls it. Files that are not there are skipped without touching
+// the directory: after a reset wiped and unmounted STATE, the directory is a bare (often read-only) mount
+// point, and the lock is only forgotten.
 func (l *Lock) Clear() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, f := range []string{LockFile, ConfigFile} {
-		if err := os.Remove(filepath.Join(l.dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	removed := false
+	for _, f := range []string{LockFile, ConfigFile, ConfigNext, ConfigStaged} {
+		p := filepath.Join(l.dir, f)
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("clear node lock: %w", err)
 		}
+		removed = true
 	}
-	if err := atomicfile.SyncDir(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	if removed {
+		if err := atomicfile.SyncDir(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	l.rec = nil
 	return nil

@@ -168,3 +168,74 @@ func TestResetRecordSurvivesReopen(t *testing.T) {
 		t.Errorf("reset record after reopen (-want +got):\n%s", diff)
 	}
 }
+
+// A config replacement cut short by a power loss leaves the old config in force or the new one, never a
+// mix: the record naming the new config's hash is the commit point.
+func TestReplaceConfigCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  func(dir string, l *Lock) // the state a cut leaves on disk
+		want string
+	}{
+		{"before the record", func(dir string, _ *Lock) {
+			os.WriteFile(filepath.Join(dir, ConfigNext), []byte("new"), 0o600)
+		}, "old"},
+		{"between the record and the rename", func(dir string, l *Lock) {
+			if err := l.ReplaceConfig([]byte("new")); err != nil {
+				t.Fatal(err)
+			}
+			// undo the rename: config.yaml old, config.next.yaml new
+			os.Rename(filepath.Join(dir, ConfigFile), filepath.Join(dir, ConfigNext))
+			os.WriteFile(filepath.Join(dir, ConfigFile), []byte("old"), 0o600)
+		}, "new"},
+		{"after the rename", func(_ string, l *Lock) {
+			if err := l.ReplaceConfig([]byte("new")); err != nil {
+				t.Fatal(err)
+			}
+		}, "new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, _ := Open(dir, nil)
+			if err := l.Take(OwnerInit, []byte("old"), nil); err != nil {
+				t.Fatal(err)
+			}
+			tc.cut(dir, l)
+			again, err := Open(dir, nil) // the next boot
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ { // the second read sees what the first one finished
+				if got, err := again.Config(); err != nil || string(got) != tc.want {
+					t.Errorf("Config() = %q, %v; want %q", got, err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestStagedConfig(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := Open(dir, nil)
+	if _, ok := l.Staged(); ok {
+		t.Fatal("a fresh lock has a staged config")
+	}
+	if err := l.Stage([]byte("next")); err == nil {
+		t.Fatal("Stage on a free lock succeeded")
+	}
+	if err := l.Take(OwnerInit, []byte("c"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Stage([]byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := l.Staged(); !ok || string(got) != "next" {
+		t.Errorf("Staged() = %q, %v", got, ok)
+	}
+	if err := l.DropStaged(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Staged(); ok {
+		t.Error("staged config still there after DropStaged")
+	}
+}

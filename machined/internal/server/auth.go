@@ -93,6 +93,20 @@ func roleOf(ctx context.Context) (string, error) {
 	return "", status.Errorf(codes.PermissionDenied, "the client certificate names no Cairn role (want Organization %s, %s or %s)", admin, operator, reader)
 }
 
+// clientName is the verified client certificate's common name, for records of who did what ("" without
+// one).
+func clientName(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return info.State.VerifiedChains[0][0].Subject.CommonName
+}
+
 func bearer(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {

@@ -35,6 +35,7 @@ var roles = map[string][]string{
 	machine.Machine_EtcdMembers_FullMethodName:    all,
 	machine.Machine_Certificates_FullMethodName:   all,
 	machine.Machine_GetConfig_FullMethodName:      all, // secrets only for admins: see GetConfig
+	machine.Machine_ConfigHistory_FullMethodName:  all, // no config bodies
 	machine.Machine_ImageList_FullMethodName:      all,
 	machine.Machine_Plan_FullMethodName:           operators,
 	machine.Machine_Reboot_FullMethodName:         operators,
@@ -51,6 +52,7 @@ var roles = map[string][]string{
 	machine.Machine_Upgrade_FullMethodName:          admins,
 	machine.Machine_Rollback_FullMethodName:         admins,
 	machine.Machine_Install_FullMethodName:          admins,
+	machine.Machine_ApplyConfig_FullMethodName:      admins,
 	machine.Machine_Kubeconfig_FullMethodName:       admins,
 	machine.Machine_EtcdSnapshot_FullMethodName:     admins,
 	machine.Machine_EtcdRemoveMember_FullMethodName: admins,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 
 	"github.com/containerd/containerd/v2/client"
@@ -114,21 +113,7 @@ func (w *Workload) startKubelet(context.Context) error {
 			Image:     c.Image,
 			Spec:      []oci.SpecOpts{c.SpecOpts(exists)},
 		},
-		Health: func(ctx context.Context) error {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, kube.KubeletHealthzURL(), nil)
-			if err != nil {
-				return err
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("healthz: HTTP %d", resp.StatusCode)
-			}
-			return nil
-		},
+		Health: kubeletHealthy,
 	})
 	return nil
 }

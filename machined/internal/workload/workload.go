@@ -289,15 +289,7 @@ func (w *Workload) startContainerd(ctx context.Context) error {
 	if err := kube.WriteFiles(kube.Files{cfg}); err != nil {
 		return err
 	}
-	// The registry hosts directory holds only what this config says: a host dropped from it goes.
-	regs, err := r.RegistryFiles()
-	if err != nil {
-		return err
-	}
-	if err := os.RemoveAll(l.RegistryHostsDir()); err != nil {
-		return err
-	}
-	if err := kube.WriteFiles(regs); err != nil {
+	if err := w.writeRegistries(); err != nil {
 		return err
 	}
 	for _, d := range []string{l.ContainerdRoot(), l.ContainerdState(), l.CNIConfDir(), l.Log()} {
