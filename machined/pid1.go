@@ -98,6 +98,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	plat := platform{
 		netState: cfgr,
 		clock:    &clock{log: log},
+		measured: &measuredLock{log: log},
 		network: func(_ context.Context, c *config.MachineConfig) error {
 			return applyNetworkConfig(cfgr, p.IP, ipOff, &c.Machine.Network, log)
 		},

@@ -63,6 +63,8 @@ type platform struct {
 	netState server.Network
 	// clock keeps the clock from the config's time servers, and reports it (nil: sandbox, the host's).
 	clock *clock
+	// measured measures the node lock into the TPM; nil in sandbox mode, where the TPM is the host's.
+	measured *measuredLock
 	// beforeBoot runs after the API listens and before the node's boot sequence (sandbox mode copies the
 	// host's resolver files there).
 	beforeBoot func()
@@ -97,6 +99,9 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		defer plat.exit()
 	}
 	bus := events.NewBus(nil, nil)
+	if plat.measured != nil {
+		plat.measured.bus = bus
+	}
 	token, generated := p.Token, false
 	if token == "" {
 		token, generated = randomHex(16), true
@@ -173,7 +178,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]}, Renewer: &joinsvc.Client{},
-		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Drain: wl.DrainTasks, Leave: wl.LeaveTasks, Reconfigure: wl.Reconfigure, Running: wl.WhileRunning, Wipe: vols.WipeTasks,
+		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Drain: wl.DrainTasks, Leave: wl.LeaveTasks, Reconfigure: wl.Reconfigure, Measure: plat.measureHook(), Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {
 				return append(vols.Hook(c, seq, stateAt), sequence.Task{Name: "log-files", Run: func(context.Context) error {
@@ -214,7 +219,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Installer: inst,
 		Images:    &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
 		Build:     server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}, Watchdog: plat.watchdog,
-		Network: plat.netState, Clock: plat.clockState()},
+		Network: plat.netState, Clock: plat.clockState(), TPM: plat.measured.State},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -295,6 +300,14 @@ func (p platform) timeHook() func(context.Context, *config.MachineConfig) error 
 		return nil
 	}
 	return p.clock.start
+}
+
+// measureHook is the node's Measure hook: nil in sandbox mode.
+func (p platform) measureHook() func(context.Context, *config.MachineConfig, string) error {
+	if p.measured == nil {
+		return nil
+	}
+	return p.measured.measure
 }
 
 // clockState reports the clock in Status: nil in sandbox mode.

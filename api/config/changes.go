@@ -85,6 +85,7 @@ var effects = []struct {
 	{"machine.registries", Live, "containerd's hosts.toml; containerd re-reads it per pull"},
 	{"machine.upgrade", Live, "read by each upgrade"},
 	{"machine.install", Live, "read by each install"},
+	{"machine.tpm", Live, "read at each boot's measurement of the lock"},
 	{"cluster.name", Immutable, "in every certificate and kubeconfig of the cluster"},
 	{"cluster.id", Immutable, "in every Cairn disk label of the cluster"},
 	{"cluster.endpoint", Immutable, "in every kubeconfig and certificate of the cluster"},

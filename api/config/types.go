@@ -55,6 +55,16 @@ type Machine struct {
 	// Install is the disk a node booted from the ISO installs itself onto when cairnctl install names
 	// none.
 	Install Install `yaml:"install,omitempty" json:"install,omitempty"`
+	// TPM is the measured lock's policy (see machined/internal/tpm).
+	TPM TPM `yaml:"tpm,omitempty" json:"tpm,omitempty"`
+}
+
+// TPM says what the node does with its TPM.
+type TPM struct {
+	// ContinueOnMismatch lets the node reach Running when the TPM's PCR disagrees with the node's own
+	// measurement log (something else extended it). Without it such a node stops before its services,
+	// with the reason in status.
+	ContinueOnMismatch bool `yaml:"continueOnMismatch,omitempty" json:"continueOnMismatch,omitempty"`
 }
 
 // Install picks the disk for `cairnctl install` (the Install RPC) on a node booted from the ISO.

@@ -103,6 +103,7 @@ func newStatus(g *globals) *cobra.Command {
 					row("sandbox", "yes")
 				}
 				row("clock", clockLine(s.Clock))
+				row("tpm", tpmLine(s.Tpm))
 				if n := s.Network; n != nil && len(n.Problems) > 0 {
 					row("network", fmt.Sprintf("%d part(s) of machine.network not applied: see cairnctl network", len(n.Problems)))
 				}
@@ -186,6 +187,29 @@ func newService(g *globals) *cobra.Command {
 }
 
 // clockLine says where the node's clock comes from: "" when it keeps the machine's (no time servers).
+// tpmLine says whether the node lock is measured and the TPM agrees ("" in sandbox mode, or before the
+// node is locked on a machine that has none).
+func tpmLine(t *machine.TPMStatus) string {
+	switch {
+	case t == nil:
+		return ""
+	case !t.Present:
+		return "none: the node lock is not measured"
+	case !t.Measured:
+		return "present; the node lock is not measured yet" + errSuffix(t.Error)
+	case !t.Agrees:
+		return fmt.Sprintf("node lock measured in PCR %d, but the PCR DISAGREES with the measurement log: %s", t.Pcr, t.Error)
+	}
+	return fmt.Sprintf("node lock measured in PCR %d (%.16x…), the PCR agrees with the measurement log", t.Pcr, t.PcrValue)
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return ": " + e
+}
+
 func clockLine(c *machine.ClockStatus) string {
 	switch {
 	case c == nil:

@@ -209,5 +209,8 @@ func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []s
 	tasks = append(tasks, n.o.Hooks.storage(cfg, seq, n.setStateDir)...)
 	// STATE moves from RAM to its disk once mounted (a no-op when it was found there at boot).
 	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.StateDir()) }})
+	if n.o.Hooks.Measure != nil {
+		tasks = append(tasks, sequence.Task{Name: "measure-lock", Run: func(ctx context.Context) error { return n.o.Hooks.Measure(ctx, cfg, n.StateDir()) }})
+	}
 	return append(tasks, n.o.Hooks.workload(cfg, seq)...)
 }

@@ -39,6 +39,11 @@ type Hooks struct {
 	Drain func() []sequence.Task
 	// Wipe erases the named volumes after they are unmounted (reset).
 	Wipe func(c *config.MachineConfig, volumes []string) []sequence.Task
+	// Measure measures the node lock (its cluster and role) into the TPM, once STATE, which keeps the
+	// measurement log, is on its disk; it runs in Init, Join and every Start. Nil where the node does not
+	// own a TPM (sandbox mode). It fails only when the TPM disagrees with the log and the config does not
+	// say to continue.
+	Measure func(ctx context.Context, c *config.MachineConfig, stateDir string) error
 	// Reconfigure applies a changed config's live changes to the running workload (config.Changes lists
 	// them), re-rendering and restarting what reads them, each checked healthy before the next.
 	Reconfigure func(ctx context.Context, c *config.MachineConfig, changes []config.Change, progress func(string)) error

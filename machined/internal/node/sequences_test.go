@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/cairn-os/cairn/api/pki"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
 	"github.com/cairn-os/cairn/machined/internal/testcluster"
 )
@@ -228,5 +230,50 @@ func TestLockReachesTheDiskBeforeClusterData(t *testing.T) {
 	}
 	if f, s, w := at("format-volumes"), at("state-on-disk"), at("etcd-data"); s != f+1 || w < s {
 		t.Errorf("Init's tasks %v: want state-on-disk right after the volumes and before the workload", order)
+	}
+}
+
+// The lock is measured in every sequence of a locked node, with STATE on its disk; a measurement the TPM
+// disagrees with (and the config does not let pass) stops the node before Running.
+func TestMeasureLockEveryBoot(t *testing.T) {
+	c := testcluster.New(t)
+	var mu sync.Mutex
+	var dirs []string
+	fail := false
+	h := start(t, t.TempDir(), func(o *Options) {
+		o.Hooks.Measure = func(_ context.Context, cfg *config.MachineConfig, dir string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, err := os.Stat(filepath.Join(dir, nodelock.LockFile)); err != nil {
+				t.Errorf("measured before the lock is in STATE (%s): %v", dir, err)
+			}
+			dirs = append(dirs, cfg.Cluster.ID)
+			if fail {
+				return errors.New("PCR 15 disagrees")
+			}
+			return nil
+		}
+	})
+	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Status().LastError == "" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := h.Status(); st.State == fsm.Running || !strings.Contains(st.LastError, "PCR 15 disagrees") {
+		t.Errorf("after a disagreeing measurement: %s, last error %q; want stopped before Running with the reason", st.State, st.LastError)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dirs) != 2 {
+		t.Errorf("measured %d times, want once at Init and once at the boot after", len(dirs))
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/proc"
 	"github.com/cairn-os/cairn/machined/internal/supervisor"
 	"github.com/cairn-os/cairn/machined/internal/timesync"
+	"github.com/cairn-os/cairn/machined/internal/tpm"
 	"github.com/cairn-os/cairn/machined/internal/volumes"
 )
 
@@ -65,6 +66,8 @@ type Server struct {
 	Network Network
 	// Clock reports the clock's sync state; false or nil: the node keeps the machine's clock.
 	Clock func() (timesync.State, bool)
+	// TPM reports the TPM and the measured lock; false or nil: the node does not own a TPM (sandbox mode).
+	TPM func() (tpm.State, bool)
 	// Warnings are the node's conditions to show in status besides the node's own (a full volume);
 	// nil: none.
 	Warnings func() []string
@@ -141,6 +144,11 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 	if s.Clock != nil {
 		if st, ok := s.Clock(); ok {
 			r.Clock = clockStatus(st)
+		}
+	}
+	if s.TPM != nil {
+		if t, ok := s.TPM(); ok {
+			r.Tpm = &machine.TPMStatus{Present: t.Present, Measured: t.Measured, Agrees: t.Agrees, Pcr: tpm.PCR, PcrValue: t.PCR, Error: t.Error}
 		}
 	}
 	return r, nil
