@@ -68,3 +68,25 @@ func (l *measuredLock) State() (tpm.State, bool) {
 	defer l.mu.Unlock()
 	return l.state, l.opened
 }
+
+// PCRs reads PCRs and this boot's measurement log, for the TPMPCRs RPC.
+func (l *measuredLock) PCRs(pcrs []int) ([][]byte, tpm.Log, error) {
+	if l == nil {
+		return nil, tpm.Log{}, errNoTPMHere
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m.TPM == nil {
+		return nil, tpm.Log{}, errNoTPMHere
+	}
+	vals, err := l.m.TPM.Read(pcrs...)
+	return vals, l.m.Log(), err
+}
+
+// errNoTPMHere: no TPM, or not opened yet (a node in maintenance has not looked for it).
+var errNoTPMHere = preconditionError("no TPM in use on this node: the machine has none, the node is in sandbox mode, or it has not taken its lock yet")
+
+type preconditionError string
+
+func (e preconditionError) Error() string { return string(e) }
+func (preconditionError) Precondition()   {}

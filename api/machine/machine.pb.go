@@ -473,6 +473,238 @@ func (x *StatusResponse) GetTpm() *TPMStatus {
 	return nil
 }
 
+type TPMPCRsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pcrs          []uint32               `protobuf:"varint,1,rep,packed,name=pcrs,proto3" json:"pcrs,omitempty"` // empty: 0 to 23
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TPMPCRsRequest) Reset() {
+	*x = TPMPCRsRequest{}
+	mi := &file_machine_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TPMPCRsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TPMPCRsRequest) ProtoMessage() {}
+
+func (x *TPMPCRsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TPMPCRsRequest.ProtoReflect.Descriptor instead.
+func (*TPMPCRsRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TPMPCRsRequest) GetPcrs() []uint32 {
+	if x != nil {
+		return x.Pcrs
+	}
+	return nil
+}
+
+type TPMPCR struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TPMPCR) Reset() {
+	*x = TPMPCR{}
+	mi := &file_machine_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TPMPCR) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TPMPCR) ProtoMessage() {}
+
+func (x *TPMPCR) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TPMPCR.ProtoReflect.Descriptor instead.
+func (*TPMPCR) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TPMPCR) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TPMPCR) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+type TPMMeasurement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	ClusterId     string                 `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Role          string                 `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"` // hex SHA-256 extended into the PCR
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TPMMeasurement) Reset() {
+	*x = TPMMeasurement{}
+	mi := &file_machine_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TPMMeasurement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TPMMeasurement) ProtoMessage() {}
+
+func (x *TPMMeasurement) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TPMMeasurement.ProtoReflect.Descriptor instead.
+func (*TPMMeasurement) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TPMMeasurement) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *TPMMeasurement) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TPMMeasurement) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *TPMMeasurement) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *TPMMeasurement) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+type TPMPCRsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pcrs          []*TPMPCR              `protobuf:"bytes,1,rep,name=pcrs,proto3" json:"pcrs,omitempty"`
+	MeasuredPcr   uint32                 `protobuf:"varint,2,opt,name=measured_pcr,json=measuredPcr,proto3" json:"measured_pcr,omitempty"`
+	Log           []*TPMMeasurement      `protobuf:"bytes,3,rep,name=log,proto3" json:"log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TPMPCRsResponse) Reset() {
+	*x = TPMPCRsResponse{}
+	mi := &file_machine_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TPMPCRsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TPMPCRsResponse) ProtoMessage() {}
+
+func (x *TPMPCRsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TPMPCRsResponse.ProtoReflect.Descriptor instead.
+func (*TPMPCRsResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TPMPCRsResponse) GetPcrs() []*TPMPCR {
+	if x != nil {
+		return x.Pcrs
+	}
+	return nil
+}
+
+func (x *TPMPCRsResponse) GetMeasuredPcr() uint32 {
+	if x != nil {
+		return x.MeasuredPcr
+	}
+	return 0
+}
+
+func (x *TPMPCRsResponse) GetLog() []*TPMMeasurement {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
 type TPMStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Present       bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`                  // the machine has a TPM 2.0 (/dev/tpmrm0)
@@ -487,7 +719,7 @@ type TPMStatus struct {
 
 func (x *TPMStatus) Reset() {
 	*x = TPMStatus{}
-	mi := &file_machine_proto_msgTypes[5]
+	mi := &file_machine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +731,7 @@ func (x *TPMStatus) String() string {
 func (*TPMStatus) ProtoMessage() {}
 
 func (x *TPMStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[5]
+	mi := &file_machine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +744,7 @@ func (x *TPMStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TPMStatus.ProtoReflect.Descriptor instead.
 func (*TPMStatus) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{5}
+	return file_machine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TPMStatus) GetPresent() bool {
@@ -572,7 +804,7 @@ type ClockStatus struct {
 
 func (x *ClockStatus) Reset() {
 	*x = ClockStatus{}
-	mi := &file_machine_proto_msgTypes[6]
+	mi := &file_machine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +816,7 @@ func (x *ClockStatus) String() string {
 func (*ClockStatus) ProtoMessage() {}
 
 func (x *ClockStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[6]
+	mi := &file_machine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +829,7 @@ func (x *ClockStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockStatus.ProtoReflect.Descriptor instead.
 func (*ClockStatus) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{6}
+	return file_machine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClockStatus) GetServers() []string {
@@ -662,7 +894,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_machine_proto_msgTypes[7]
+	mi := &file_machine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +906,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[7]
+	mi := &file_machine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +919,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{7}
+	return file_machine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NetworkStatus) GetLinks() []*NetworkLink {
@@ -736,7 +968,7 @@ type NetworkLink struct {
 
 func (x *NetworkLink) Reset() {
 	*x = NetworkLink{}
-	mi := &file_machine_proto_msgTypes[8]
+	mi := &file_machine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +980,7 @@ func (x *NetworkLink) String() string {
 func (*NetworkLink) ProtoMessage() {}
 
 func (x *NetworkLink) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[8]
+	mi := &file_machine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +993,7 @@ func (x *NetworkLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkLink.ProtoReflect.Descriptor instead.
 func (*NetworkLink) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{8}
+	return file_machine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NetworkLink) GetName() string {
@@ -796,7 +1028,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_machine_proto_msgTypes[9]
+	mi := &file_machine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1040,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[9]
+	mi := &file_machine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1053,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{9}
+	return file_machine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InitRequest) GetConfig() []byte {
@@ -856,7 +1088,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_machine_proto_msgTypes[10]
+	mi := &file_machine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1100,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[10]
+	mi := &file_machine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1113,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{10}
+	return file_machine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JoinRequest) GetConfig() []byte {
@@ -914,7 +1146,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_machine_proto_msgTypes[11]
+	mi := &file_machine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1158,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[11]
+	mi := &file_machine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1171,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{11}
+	return file_machine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanRequest) GetConfig() []byte {
@@ -959,7 +1191,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_machine_proto_msgTypes[12]
+	mi := &file_machine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1203,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[12]
+	mi := &file_machine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1216,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{12}
+	return file_machine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanResponse) GetSteps() []*PlanStep {
@@ -1015,7 +1247,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_machine_proto_msgTypes[13]
+	mi := &file_machine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1259,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[13]
+	mi := &file_machine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1272,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{13}
+	return file_machine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanStep) GetVolume() string {
@@ -1093,7 +1325,7 @@ type RebootRequest struct {
 
 func (x *RebootRequest) Reset() {
 	*x = RebootRequest{}
-	mi := &file_machine_proto_msgTypes[14]
+	mi := &file_machine_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1337,7 @@ func (x *RebootRequest) String() string {
 func (*RebootRequest) ProtoMessage() {}
 
 func (x *RebootRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[14]
+	mi := &file_machine_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1350,7 @@ func (x *RebootRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootRequest.ProtoReflect.Descriptor instead.
 func (*RebootRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{14}
+	return file_machine_proto_rawDescGZIP(), []int{18}
 }
 
 type RebootResponse struct {
@@ -1129,7 +1361,7 @@ type RebootResponse struct {
 
 func (x *RebootResponse) Reset() {
 	*x = RebootResponse{}
-	mi := &file_machine_proto_msgTypes[15]
+	mi := &file_machine_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1373,7 @@ func (x *RebootResponse) String() string {
 func (*RebootResponse) ProtoMessage() {}
 
 func (x *RebootResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[15]
+	mi := &file_machine_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1386,7 @@ func (x *RebootResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootResponse.ProtoReflect.Descriptor instead.
 func (*RebootResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{15}
+	return file_machine_proto_rawDescGZIP(), []int{19}
 }
 
 type ShutdownRequest struct {
@@ -1165,7 +1397,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_machine_proto_msgTypes[16]
+	mi := &file_machine_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1409,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[16]
+	mi := &file_machine_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1422,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{16}
+	return file_machine_proto_rawDescGZIP(), []int{20}
 }
 
 type ShutdownResponse struct {
@@ -1201,7 +1433,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_machine_proto_msgTypes[17]
+	mi := &file_machine_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1445,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[17]
+	mi := &file_machine_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1458,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{17}
+	return file_machine_proto_rawDescGZIP(), []int{21}
 }
 
 type ResetRequest struct {
@@ -1240,7 +1472,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_machine_proto_msgTypes[18]
+	mi := &file_machine_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1484,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[18]
+	mi := &file_machine_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1497,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{18}
+	return file_machine_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResetRequest) GetWipe() []string {
@@ -1297,7 +1529,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_machine_proto_msgTypes[19]
+	mi := &file_machine_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1541,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[19]
+	mi := &file_machine_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1554,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{19}
+	return file_machine_proto_rawDescGZIP(), []int{23}
 }
 
 type UpgradeRequest struct {
@@ -1338,7 +1570,7 @@ type UpgradeRequest struct {
 
 func (x *UpgradeRequest) Reset() {
 	*x = UpgradeRequest{}
-	mi := &file_machine_proto_msgTypes[20]
+	mi := &file_machine_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1582,7 @@ func (x *UpgradeRequest) String() string {
 func (*UpgradeRequest) ProtoMessage() {}
 
 func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[20]
+	mi := &file_machine_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1595,7 @@ func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeRequest.ProtoReflect.Descriptor instead.
 func (*UpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{20}
+	return file_machine_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpgradeRequest) GetMsg() isUpgradeRequest_Msg {
@@ -1418,7 +1650,7 @@ type UpgradeHeader struct {
 
 func (x *UpgradeHeader) Reset() {
 	*x = UpgradeHeader{}
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1662,7 @@ func (x *UpgradeHeader) String() string {
 func (*UpgradeHeader) ProtoMessage() {}
 
 func (x *UpgradeHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1675,7 @@ func (x *UpgradeHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeHeader.ProtoReflect.Descriptor instead.
 func (*UpgradeHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{21}
+	return file_machine_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpgradeHeader) GetSize() uint64 {
@@ -1478,7 +1710,7 @@ type InstallRequest struct {
 
 func (x *InstallRequest) Reset() {
 	*x = InstallRequest{}
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1722,7 @@ func (x *InstallRequest) String() string {
 func (*InstallRequest) ProtoMessage() {}
 
 func (x *InstallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1735,7 @@ func (x *InstallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallRequest.ProtoReflect.Descriptor instead.
 func (*InstallRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{22}
+	return file_machine_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InstallRequest) GetDisk() *DiskSelector {
@@ -1543,7 +1775,7 @@ type DiskSelector struct {
 
 func (x *DiskSelector) Reset() {
 	*x = DiskSelector{}
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1787,7 @@ func (x *DiskSelector) String() string {
 func (*DiskSelector) ProtoMessage() {}
 
 func (x *DiskSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1800,7 @@ func (x *DiskSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskSelector.ProtoReflect.Descriptor instead.
 func (*DiskSelector) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{23}
+	return file_machine_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DiskSelector) GetPath() string {
@@ -1628,7 +1860,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1872,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1885,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{24}
+	return file_machine_proto_rawDescGZIP(), []int{28}
 }
 
 type RollbackResponse struct {
@@ -1666,7 +1898,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1910,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1923,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{25}
+	return file_machine_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RollbackResponse) GetSlot() string {
@@ -1718,7 +1950,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1962,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1975,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{26}
+	return file_machine_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EventsRequest) GetFollow() bool {
@@ -1778,7 +2010,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +2022,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +2035,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{27}
+	return file_machine_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Event) GetId() uint64 {
@@ -1889,7 +2121,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2133,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2146,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{28}
+	return file_machine_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LogsRequest) GetService() string {
@@ -1955,7 +2187,7 @@ type DmesgRequest struct {
 
 func (x *DmesgRequest) Reset() {
 	*x = DmesgRequest{}
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2199,7 @@ func (x *DmesgRequest) String() string {
 func (*DmesgRequest) ProtoMessage() {}
 
 func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2212,7 @@ func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DmesgRequest.ProtoReflect.Descriptor instead.
 func (*DmesgRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{29}
+	return file_machine_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DmesgRequest) GetFollow() bool {
@@ -2008,7 +2240,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2252,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2265,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{30}
+	return file_machine_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LogLine) GetTime() *timestamppb.Timestamp {
@@ -2065,7 +2297,7 @@ type ServicesRequest struct {
 
 func (x *ServicesRequest) Reset() {
 	*x = ServicesRequest{}
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2309,7 @@ func (x *ServicesRequest) String() string {
 func (*ServicesRequest) ProtoMessage() {}
 
 func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2322,7 @@ func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesRequest.ProtoReflect.Descriptor instead.
 func (*ServicesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{31}
+	return file_machine_proto_rawDescGZIP(), []int{35}
 }
 
 type ServicesResponse struct {
@@ -2102,7 +2334,7 @@ type ServicesResponse struct {
 
 func (x *ServicesResponse) Reset() {
 	*x = ServicesResponse{}
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2346,7 @@ func (x *ServicesResponse) String() string {
 func (*ServicesResponse) ProtoMessage() {}
 
 func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2359,7 @@ func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesResponse.ProtoReflect.Descriptor instead.
 func (*ServicesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{32}
+	return file_machine_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ServicesResponse) GetServices() []*Service {
@@ -2153,7 +2385,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2397,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2410,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{33}
+	return file_machine_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Service) GetName() string {
@@ -2246,7 +2478,7 @@ type ServiceRequest struct {
 
 func (x *ServiceRequest) Reset() {
 	*x = ServiceRequest{}
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2490,7 @@ func (x *ServiceRequest) String() string {
 func (*ServiceRequest) ProtoMessage() {}
 
 func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2503,7 @@ func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceRequest.ProtoReflect.Descriptor instead.
 func (*ServiceRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{34}
+	return file_machine_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServiceRequest) GetName() string {
@@ -2290,7 +2522,7 @@ type ServiceResponse struct {
 
 func (x *ServiceResponse) Reset() {
 	*x = ServiceResponse{}
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2534,7 @@ func (x *ServiceResponse) String() string {
 func (*ServiceResponse) ProtoMessage() {}
 
 func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2547,7 @@ func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResponse.ProtoReflect.Descriptor instead.
 func (*ServiceResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{35}
+	return file_machine_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServiceResponse) GetService() *Service {
@@ -2333,7 +2565,7 @@ type DisksRequest struct {
 
 func (x *DisksRequest) Reset() {
 	*x = DisksRequest{}
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2577,7 @@ func (x *DisksRequest) String() string {
 func (*DisksRequest) ProtoMessage() {}
 
 func (x *DisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2590,7 @@ func (x *DisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksRequest.ProtoReflect.Descriptor instead.
 func (*DisksRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{36}
+	return file_machine_proto_rawDescGZIP(), []int{40}
 }
 
 type DisksResponse struct {
@@ -2370,7 +2602,7 @@ type DisksResponse struct {
 
 func (x *DisksResponse) Reset() {
 	*x = DisksResponse{}
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2614,7 @@ func (x *DisksResponse) String() string {
 func (*DisksResponse) ProtoMessage() {}
 
 func (x *DisksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2627,7 @@ func (x *DisksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksResponse.ProtoReflect.Descriptor instead.
 func (*DisksResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{37}
+	return file_machine_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DisksResponse) GetDisks() []*Disk {
@@ -2428,7 +2660,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2672,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2685,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{38}
+	return file_machine_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Disk) GetName() string {
@@ -2574,7 +2806,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2818,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2831,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{39}
+	return file_machine_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Partition) GetName() string {
@@ -2649,7 +2881,7 @@ type Signature struct {
 
 func (x *Signature) Reset() {
 	*x = Signature{}
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2893,7 @@ func (x *Signature) String() string {
 func (*Signature) ProtoMessage() {}
 
 func (x *Signature) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2906,7 @@ func (x *Signature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signature.ProtoReflect.Descriptor instead.
 func (*Signature) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{40}
+	return file_machine_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Signature) GetType() string {
@@ -2713,7 +2945,7 @@ type MountsRequest struct {
 
 func (x *MountsRequest) Reset() {
 	*x = MountsRequest{}
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2957,7 @@ func (x *MountsRequest) String() string {
 func (*MountsRequest) ProtoMessage() {}
 
 func (x *MountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2970,7 @@ func (x *MountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsRequest.ProtoReflect.Descriptor instead.
 func (*MountsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{41}
+	return file_machine_proto_rawDescGZIP(), []int{45}
 }
 
 type MountsResponse struct {
@@ -2750,7 +2982,7 @@ type MountsResponse struct {
 
 func (x *MountsResponse) Reset() {
 	*x = MountsResponse{}
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2994,7 @@ func (x *MountsResponse) String() string {
 func (*MountsResponse) ProtoMessage() {}
 
 func (x *MountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3007,7 @@ func (x *MountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsResponse.ProtoReflect.Descriptor instead.
 func (*MountsResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{42}
+	return file_machine_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MountsResponse) GetMounts() []*Mount {
@@ -2802,7 +3034,7 @@ type Mount struct {
 
 func (x *Mount) Reset() {
 	*x = Mount{}
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +3046,7 @@ func (x *Mount) String() string {
 func (*Mount) ProtoMessage() {}
 
 func (x *Mount) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +3059,7 @@ func (x *Mount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mount.ProtoReflect.Descriptor instead.
 func (*Mount) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{43}
+	return file_machine_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Mount) GetSource() string {
@@ -2901,7 +3133,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3145,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3158,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{44}
+	return file_machine_proto_rawDescGZIP(), []int{48}
 }
 
 type HealthResponse struct {
@@ -2939,7 +3171,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3183,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3196,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{45}
+	return file_machine_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HealthResponse) GetChecks() []*HealthCheck {
@@ -2992,7 +3224,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3236,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3249,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{46}
+	return file_machine_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HealthCheck) GetName() string {
@@ -3049,7 +3281,7 @@ type KubeconfigRequest struct {
 
 func (x *KubeconfigRequest) Reset() {
 	*x = KubeconfigRequest{}
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3293,7 @@ func (x *KubeconfigRequest) String() string {
 func (*KubeconfigRequest) ProtoMessage() {}
 
 func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3306,7 @@ func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*KubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{47}
+	return file_machine_proto_rawDescGZIP(), []int{51}
 }
 
 type KubeconfigResponse struct {
@@ -3086,7 +3318,7 @@ type KubeconfigResponse struct {
 
 func (x *KubeconfigResponse) Reset() {
 	*x = KubeconfigResponse{}
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +3330,7 @@ func (x *KubeconfigResponse) String() string {
 func (*KubeconfigResponse) ProtoMessage() {}
 
 func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +3343,7 @@ func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigResponse.ProtoReflect.Descriptor instead.
 func (*KubeconfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{48}
+	return file_machine_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *KubeconfigResponse) GetKubeconfig() []byte {
@@ -3129,7 +3361,7 @@ type EtcdMembersRequest struct {
 
 func (x *EtcdMembersRequest) Reset() {
 	*x = EtcdMembersRequest{}
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3373,7 @@ func (x *EtcdMembersRequest) String() string {
 func (*EtcdMembersRequest) ProtoMessage() {}
 
 func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3386,7 @@ func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersRequest.ProtoReflect.Descriptor instead.
 func (*EtcdMembersRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{49}
+	return file_machine_proto_rawDescGZIP(), []int{53}
 }
 
 type EtcdMembersResponse struct {
@@ -3166,7 +3398,7 @@ type EtcdMembersResponse struct {
 
 func (x *EtcdMembersResponse) Reset() {
 	*x = EtcdMembersResponse{}
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3410,7 @@ func (x *EtcdMembersResponse) String() string {
 func (*EtcdMembersResponse) ProtoMessage() {}
 
 func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3423,7 @@ func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersResponse.ProtoReflect.Descriptor instead.
 func (*EtcdMembersResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{50}
+	return file_machine_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EtcdMembersResponse) GetMembers() []*EtcdMember {
@@ -3215,7 +3447,7 @@ type EtcdMember struct {
 
 func (x *EtcdMember) Reset() {
 	*x = EtcdMember{}
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3459,7 @@ func (x *EtcdMember) String() string {
 func (*EtcdMember) ProtoMessage() {}
 
 func (x *EtcdMember) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3472,7 @@ func (x *EtcdMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMember.ProtoReflect.Descriptor instead.
 func (*EtcdMember) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{51}
+	return file_machine_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EtcdMember) GetId() uint64 {
@@ -3294,7 +3526,7 @@ type EtcdRemoveMemberRequest struct {
 
 func (x *EtcdRemoveMemberRequest) Reset() {
 	*x = EtcdRemoveMemberRequest{}
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3538,7 @@ func (x *EtcdRemoveMemberRequest) String() string {
 func (*EtcdRemoveMemberRequest) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3551,7 @@ func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{52}
+	return file_machine_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EtcdRemoveMemberRequest) GetMember() string {
@@ -3339,7 +3571,7 @@ type EtcdRemoveMemberResponse struct {
 
 func (x *EtcdRemoveMemberResponse) Reset() {
 	*x = EtcdRemoveMemberResponse{}
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3583,7 @@ func (x *EtcdRemoveMemberResponse) String() string {
 func (*EtcdRemoveMemberResponse) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3596,7 @@ func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{53}
+	return file_machine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EtcdRemoveMemberResponse) GetRemoved() *EtcdMember {
@@ -3389,7 +3621,7 @@ type CertificatesRequest struct {
 
 func (x *CertificatesRequest) Reset() {
 	*x = CertificatesRequest{}
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3633,7 @@ func (x *CertificatesRequest) String() string {
 func (*CertificatesRequest) ProtoMessage() {}
 
 func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3646,7 @@ func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesRequest.ProtoReflect.Descriptor instead.
 func (*CertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{54}
+	return file_machine_proto_rawDescGZIP(), []int{58}
 }
 
 type CertificatesResponse struct {
@@ -3427,7 +3659,7 @@ type CertificatesResponse struct {
 
 func (x *CertificatesResponse) Reset() {
 	*x = CertificatesResponse{}
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3671,7 @@ func (x *CertificatesResponse) String() string {
 func (*CertificatesResponse) ProtoMessage() {}
 
 func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3684,7 @@ func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesResponse.ProtoReflect.Descriptor instead.
 func (*CertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{55}
+	return file_machine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CertificatesResponse) GetCertificates() []*Certificate {
@@ -3484,7 +3716,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3728,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3741,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{56}
+	return file_machine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Certificate) GetName() string {
@@ -3569,7 +3801,7 @@ type EtcdSnapshotRequest struct {
 
 func (x *EtcdSnapshotRequest) Reset() {
 	*x = EtcdSnapshotRequest{}
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3813,7 @@ func (x *EtcdSnapshotRequest) String() string {
 func (*EtcdSnapshotRequest) ProtoMessage() {}
 
 func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3826,7 @@ func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*EtcdSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{57}
+	return file_machine_proto_rawDescGZIP(), []int{61}
 }
 
 type DataChunk struct {
@@ -3607,7 +3839,7 @@ type DataChunk struct {
 
 func (x *DataChunk) Reset() {
 	*x = DataChunk{}
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3851,7 @@ func (x *DataChunk) String() string {
 func (*DataChunk) ProtoMessage() {}
 
 func (x *DataChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3864,7 @@ func (x *DataChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataChunk.ProtoReflect.Descriptor instead.
 func (*DataChunk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{58}
+	return file_machine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DataChunk) GetData() []byte {
@@ -3660,7 +3892,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3904,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3917,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{59}
+	return file_machine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -3720,7 +3952,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +3964,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +3977,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{60}
+	return file_machine_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -3777,7 +4009,7 @@ type ListJoinTokensRequest struct {
 
 func (x *ListJoinTokensRequest) Reset() {
 	*x = ListJoinTokensRequest{}
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +4021,7 @@ func (x *ListJoinTokensRequest) String() string {
 func (*ListJoinTokensRequest) ProtoMessage() {}
 
 func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +4034,7 @@ func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{61}
+	return file_machine_proto_rawDescGZIP(), []int{65}
 }
 
 type ListJoinTokensResponse struct {
@@ -3814,7 +4046,7 @@ type ListJoinTokensResponse struct {
 
 func (x *ListJoinTokensResponse) Reset() {
 	*x = ListJoinTokensResponse{}
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +4058,7 @@ func (x *ListJoinTokensResponse) String() string {
 func (*ListJoinTokensResponse) ProtoMessage() {}
 
 func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +4071,7 @@ func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{62}
+	return file_machine_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListJoinTokensResponse) GetTokens() []*JoinTokenInfo {
@@ -3861,7 +4093,7 @@ type JoinTokenInfo struct {
 
 func (x *JoinTokenInfo) Reset() {
 	*x = JoinTokenInfo{}
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3873,7 +4105,7 @@ func (x *JoinTokenInfo) String() string {
 func (*JoinTokenInfo) ProtoMessage() {}
 
 func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3886,7 +4118,7 @@ func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenInfo.ProtoReflect.Descriptor instead.
 func (*JoinTokenInfo) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{63}
+	return file_machine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *JoinTokenInfo) GetId() string {
@@ -3926,7 +4158,7 @@ type RevokeJoinTokenRequest struct {
 
 func (x *RevokeJoinTokenRequest) Reset() {
 	*x = RevokeJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4170,7 @@ func (x *RevokeJoinTokenRequest) String() string {
 func (*RevokeJoinTokenRequest) ProtoMessage() {}
 
 func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4183,7 @@ func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{64}
+	return file_machine_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RevokeJoinTokenRequest) GetId() string {
@@ -3969,7 +4201,7 @@ type RevokeJoinTokenResponse struct {
 
 func (x *RevokeJoinTokenResponse) Reset() {
 	*x = RevokeJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4213,7 @@ func (x *RevokeJoinTokenResponse) String() string {
 func (*RevokeJoinTokenResponse) ProtoMessage() {}
 
 func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4226,7 @@ func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{65}
+	return file_machine_proto_rawDescGZIP(), []int{69}
 }
 
 type ImageImportRequest struct {
@@ -4010,7 +4242,7 @@ type ImageImportRequest struct {
 
 func (x *ImageImportRequest) Reset() {
 	*x = ImageImportRequest{}
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4254,7 @@ func (x *ImageImportRequest) String() string {
 func (*ImageImportRequest) ProtoMessage() {}
 
 func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4267,7 @@ func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportRequest.ProtoReflect.Descriptor instead.
 func (*ImageImportRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{66}
+	return file_machine_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ImageImportRequest) GetMsg() isImageImportRequest_Msg {
@@ -4090,7 +4322,7 @@ type ImageImportHeader struct {
 
 func (x *ImageImportHeader) Reset() {
 	*x = ImageImportHeader{}
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4334,7 @@ func (x *ImageImportHeader) String() string {
 func (*ImageImportHeader) ProtoMessage() {}
 
 func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4347,7 @@ func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportHeader.ProtoReflect.Descriptor instead.
 func (*ImageImportHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{67}
+	return file_machine_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ImageImportHeader) GetFileName() string {
@@ -4152,7 +4384,7 @@ type ImageImportResponse struct {
 
 func (x *ImageImportResponse) Reset() {
 	*x = ImageImportResponse{}
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4396,7 @@ func (x *ImageImportResponse) String() string {
 func (*ImageImportResponse) ProtoMessage() {}
 
 func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4409,7 @@ func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResponse.ProtoReflect.Descriptor instead.
 func (*ImageImportResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{68}
+	return file_machine_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ImageImportResponse) GetMsg() isImageImportResponse_Msg {
@@ -4233,7 +4465,7 @@ type ImageImportProgress struct {
 
 func (x *ImageImportProgress) Reset() {
 	*x = ImageImportProgress{}
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4477,7 @@ func (x *ImageImportProgress) String() string {
 func (*ImageImportProgress) ProtoMessage() {}
 
 func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4490,7 @@ func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportProgress.ProtoReflect.Descriptor instead.
 func (*ImageImportProgress) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{69}
+	return file_machine_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ImageImportProgress) GetPhase() string {
@@ -4298,7 +4530,7 @@ type ImageImportResult struct {
 
 func (x *ImageImportResult) Reset() {
 	*x = ImageImportResult{}
-	mi := &file_machine_proto_msgTypes[70]
+	mi := &file_machine_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4542,7 @@ func (x *ImageImportResult) String() string {
 func (*ImageImportResult) ProtoMessage() {}
 
 func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[70]
+	mi := &file_machine_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4555,7 @@ func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResult.ProtoReflect.Descriptor instead.
 func (*ImageImportResult) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{70}
+	return file_machine_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ImageImportResult) GetImages() []*Image {
@@ -4346,7 +4578,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4590,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4603,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{71}
+	return file_machine_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *Image) GetName() string {
@@ -4417,7 +4649,7 @@ type ImageListRequest struct {
 
 func (x *ImageListRequest) Reset() {
 	*x = ImageListRequest{}
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4429,7 +4661,7 @@ func (x *ImageListRequest) String() string {
 func (*ImageListRequest) ProtoMessage() {}
 
 func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4442,7 +4674,7 @@ func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListRequest.ProtoReflect.Descriptor instead.
 func (*ImageListRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{72}
+	return file_machine_proto_rawDescGZIP(), []int{76}
 }
 
 type ImageListResponse struct {
@@ -4454,7 +4686,7 @@ type ImageListResponse struct {
 
 func (x *ImageListResponse) Reset() {
 	*x = ImageListResponse{}
-	mi := &file_machine_proto_msgTypes[73]
+	mi := &file_machine_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4466,7 +4698,7 @@ func (x *ImageListResponse) String() string {
 func (*ImageListResponse) ProtoMessage() {}
 
 func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[73]
+	mi := &file_machine_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4479,7 +4711,7 @@ func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListResponse.ProtoReflect.Descriptor instead.
 func (*ImageListResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{73}
+	return file_machine_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ImageListResponse) GetImages() []*Image {
@@ -4499,7 +4731,7 @@ type ImageRemoveRequest struct {
 
 func (x *ImageRemoveRequest) Reset() {
 	*x = ImageRemoveRequest{}
-	mi := &file_machine_proto_msgTypes[74]
+	mi := &file_machine_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4511,7 +4743,7 @@ func (x *ImageRemoveRequest) String() string {
 func (*ImageRemoveRequest) ProtoMessage() {}
 
 func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[74]
+	mi := &file_machine_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4524,7 +4756,7 @@ func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveRequest.ProtoReflect.Descriptor instead.
 func (*ImageRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{74}
+	return file_machine_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ImageRemoveRequest) GetNames() []string {
@@ -4550,7 +4782,7 @@ type ImageRemoveResponse struct {
 
 func (x *ImageRemoveResponse) Reset() {
 	*x = ImageRemoveResponse{}
-	mi := &file_machine_proto_msgTypes[75]
+	mi := &file_machine_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4562,7 +4794,7 @@ func (x *ImageRemoveResponse) String() string {
 func (*ImageRemoveResponse) ProtoMessage() {}
 
 func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[75]
+	mi := &file_machine_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4575,7 +4807,7 @@ func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveResponse.ProtoReflect.Descriptor instead.
 func (*ImageRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{75}
+	return file_machine_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ImageRemoveResponse) GetRemoved() []string {
@@ -4597,7 +4829,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_machine_proto_msgTypes[76]
+	mi := &file_machine_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4609,7 +4841,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[76]
+	mi := &file_machine_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4622,7 +4854,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{76}
+	return file_machine_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ProfileRequest) GetName() string {
@@ -4661,7 +4893,7 @@ type WatchdogStopRequest struct {
 
 func (x *WatchdogStopRequest) Reset() {
 	*x = WatchdogStopRequest{}
-	mi := &file_machine_proto_msgTypes[77]
+	mi := &file_machine_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4673,7 +4905,7 @@ func (x *WatchdogStopRequest) String() string {
 func (*WatchdogStopRequest) ProtoMessage() {}
 
 func (x *WatchdogStopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[77]
+	mi := &file_machine_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4686,7 +4918,7 @@ func (x *WatchdogStopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchdogStopRequest.ProtoReflect.Descriptor instead.
 func (*WatchdogStopRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{77}
+	return file_machine_proto_rawDescGZIP(), []int{81}
 }
 
 type WatchdogStopResponse struct {
@@ -4698,7 +4930,7 @@ type WatchdogStopResponse struct {
 
 func (x *WatchdogStopResponse) Reset() {
 	*x = WatchdogStopResponse{}
-	mi := &file_machine_proto_msgTypes[78]
+	mi := &file_machine_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4710,7 +4942,7 @@ func (x *WatchdogStopResponse) String() string {
 func (*WatchdogStopResponse) ProtoMessage() {}
 
 func (x *WatchdogStopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[78]
+	mi := &file_machine_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4723,7 +4955,7 @@ func (x *WatchdogStopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchdogStopResponse.ProtoReflect.Descriptor instead.
 func (*WatchdogStopResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{78}
+	return file_machine_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *WatchdogStopResponse) GetResetWithinSeconds() uint32 {
@@ -4742,7 +4974,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_machine_proto_msgTypes[79]
+	mi := &file_machine_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4754,7 +4986,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[79]
+	mi := &file_machine_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4767,7 +4999,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{79}
+	return file_machine_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetConfigRequest) GetShowSecrets() bool {
@@ -4787,7 +5019,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_machine_proto_msgTypes[80]
+	mi := &file_machine_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4799,7 +5031,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[80]
+	mi := &file_machine_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4812,7 +5044,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{80}
+	return file_machine_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *GetConfigResponse) GetConfig() []byte {
@@ -4846,7 +5078,7 @@ type ApplyConfigRequest struct {
 
 func (x *ApplyConfigRequest) Reset() {
 	*x = ApplyConfigRequest{}
-	mi := &file_machine_proto_msgTypes[81]
+	mi := &file_machine_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4858,7 +5090,7 @@ func (x *ApplyConfigRequest) String() string {
 func (*ApplyConfigRequest) ProtoMessage() {}
 
 func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[81]
+	mi := &file_machine_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4871,7 +5103,7 @@ func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
 func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{81}
+	return file_machine_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ApplyConfigRequest) GetConfig() []byte {
@@ -4924,7 +5156,7 @@ type ConfigHistoryRequest struct {
 
 func (x *ConfigHistoryRequest) Reset() {
 	*x = ConfigHistoryRequest{}
-	mi := &file_machine_proto_msgTypes[82]
+	mi := &file_machine_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5168,7 @@ func (x *ConfigHistoryRequest) String() string {
 func (*ConfigHistoryRequest) ProtoMessage() {}
 
 func (x *ConfigHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[82]
+	mi := &file_machine_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5181,7 @@ func (x *ConfigHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ConfigHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{82}
+	return file_machine_proto_rawDescGZIP(), []int{86}
 }
 
 type ConfigHistoryEntry struct {
@@ -4967,7 +5199,7 @@ type ConfigHistoryEntry struct {
 
 func (x *ConfigHistoryEntry) Reset() {
 	*x = ConfigHistoryEntry{}
-	mi := &file_machine_proto_msgTypes[83]
+	mi := &file_machine_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4979,7 +5211,7 @@ func (x *ConfigHistoryEntry) String() string {
 func (*ConfigHistoryEntry) ProtoMessage() {}
 
 func (x *ConfigHistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[83]
+	mi := &file_machine_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4992,7 +5224,7 @@ func (x *ConfigHistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigHistoryEntry.ProtoReflect.Descriptor instead.
 func (*ConfigHistoryEntry) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{83}
+	return file_machine_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ConfigHistoryEntry) GetGeneration() uint32 {
@@ -5053,7 +5285,7 @@ type ConfigHistoryResponse struct {
 
 func (x *ConfigHistoryResponse) Reset() {
 	*x = ConfigHistoryResponse{}
-	mi := &file_machine_proto_msgTypes[84]
+	mi := &file_machine_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5065,7 +5297,7 @@ func (x *ConfigHistoryResponse) String() string {
 func (*ConfigHistoryResponse) ProtoMessage() {}
 
 func (x *ConfigHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[84]
+	mi := &file_machine_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5078,7 +5310,7 @@ func (x *ConfigHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ConfigHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{84}
+	return file_machine_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ConfigHistoryResponse) GetEntries() []*ConfigHistoryEntry {
@@ -5134,7 +5366,23 @@ const file_machine_proto_rawDesc = "" +
 	"\anetwork\x18\x11 \x01(\v2%.cairn.machine.v1alpha1.NetworkStatusR\anetwork\x129\n" +
 	"\x05clock\x18\x12 \x01(\v2#.cairn.machine.v1alpha1.ClockStatusR\x05clock\x12\x1a\n" +
 	"\bwarnings\x18\x13 \x03(\tR\bwarnings\x123\n" +
-	"\x03tpm\x18\x14 \x01(\v2!.cairn.machine.v1alpha1.TPMStatusR\x03tpm\"\x9e\x01\n" +
+	"\x03tpm\x18\x14 \x01(\v2!.cairn.machine.v1alpha1.TPMStatusR\x03tpm\"$\n" +
+	"\x0eTPMPCRsRequest\x12\x12\n" +
+	"\x04pcrs\x18\x01 \x03(\rR\x04pcrs\"6\n" +
+	"\x06TPMPCR\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\x9f\x01\n" +
+	"\x0eTPMMeasurement\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\"\xa2\x01\n" +
+	"\x0fTPMPCRsResponse\x122\n" +
+	"\x04pcrs\x18\x01 \x03(\v2\x1e.cairn.machine.v1alpha1.TPMPCRR\x04pcrs\x12!\n" +
+	"\fmeasured_pcr\x18\x02 \x01(\rR\vmeasuredPcr\x128\n" +
+	"\x03log\x18\x03 \x03(\v2&.cairn.machine.v1alpha1.TPMMeasurementR\x03log\"\x9e\x01\n" +
 	"\tTPMStatus\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x1a\n" +
 	"\bmeasured\x18\x02 \x01(\bR\bmeasured\x12\x16\n" +
@@ -5446,7 +5694,7 @@ const file_machine_proto_rawDesc = "" +
 	"\x05paths\x18\x06 \x03(\tR\x05paths\x12\x18\n" +
 	"\acurrent\x18\a \x01(\bR\acurrent\"]\n" +
 	"\x15ConfigHistoryResponse\x12D\n" +
-	"\aentries\x18\x01 \x03(\v2*.cairn.machine.v1alpha1.ConfigHistoryEntryR\aentries2\xd2\x1b\n" +
+	"\aentries\x18\x01 \x03(\v2*.cairn.machine.v1alpha1.ConfigHistoryEntryR\aentries2\xae\x1c\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -5476,7 +5724,8 @@ const file_machine_proto_rawDesc = "" +
 	"\x10EtcdRemoveMember\x12/.cairn.machine.v1alpha1.EtcdRemoveMemberRequest\x1a0.cairn.machine.v1alpha1.EtcdRemoveMemberResponse\x12`\n" +
 	"\tGetConfig\x12(.cairn.machine.v1alpha1.GetConfigRequest\x1a).cairn.machine.v1alpha1.GetConfigResponse\x12Z\n" +
 	"\vApplyConfig\x12*.cairn.machine.v1alpha1.ApplyConfigRequest\x1a\x1d.cairn.machine.v1alpha1.Event0\x01\x12l\n" +
-	"\rConfigHistory\x12,.cairn.machine.v1alpha1.ConfigHistoryRequest\x1a-.cairn.machine.v1alpha1.ConfigHistoryResponse\x12i\n" +
+	"\rConfigHistory\x12,.cairn.machine.v1alpha1.ConfigHistoryRequest\x1a-.cairn.machine.v1alpha1.ConfigHistoryResponse\x12Z\n" +
+	"\aTPMPCRs\x12&.cairn.machine.v1alpha1.TPMPCRsRequest\x1a'.cairn.machine.v1alpha1.TPMPCRsResponse\x12i\n" +
 	"\fCertificates\x12+.cairn.machine.v1alpha1.CertificatesRequest\x1a,.cairn.machine.v1alpha1.CertificatesResponse\x12r\n" +
 	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponse\x12o\n" +
 	"\x0eListJoinTokens\x12-.cairn.machine.v1alpha1.ListJoinTokensRequest\x1a..cairn.machine.v1alpha1.ListJoinTokensResponse\x12r\n" +
@@ -5499,214 +5748,223 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),           // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),          // 1: cairn.machine.v1alpha1.VersionResponse
 	(*BootSlot)(nil),                 // 2: cairn.machine.v1alpha1.BootSlot
 	(*StatusRequest)(nil),            // 3: cairn.machine.v1alpha1.StatusRequest
 	(*StatusResponse)(nil),           // 4: cairn.machine.v1alpha1.StatusResponse
-	(*TPMStatus)(nil),                // 5: cairn.machine.v1alpha1.TPMStatus
-	(*ClockStatus)(nil),              // 6: cairn.machine.v1alpha1.ClockStatus
-	(*NetworkStatus)(nil),            // 7: cairn.machine.v1alpha1.NetworkStatus
-	(*NetworkLink)(nil),              // 8: cairn.machine.v1alpha1.NetworkLink
-	(*InitRequest)(nil),              // 9: cairn.machine.v1alpha1.InitRequest
-	(*JoinRequest)(nil),              // 10: cairn.machine.v1alpha1.JoinRequest
-	(*PlanRequest)(nil),              // 11: cairn.machine.v1alpha1.PlanRequest
-	(*PlanResponse)(nil),             // 12: cairn.machine.v1alpha1.PlanResponse
-	(*PlanStep)(nil),                 // 13: cairn.machine.v1alpha1.PlanStep
-	(*RebootRequest)(nil),            // 14: cairn.machine.v1alpha1.RebootRequest
-	(*RebootResponse)(nil),           // 15: cairn.machine.v1alpha1.RebootResponse
-	(*ShutdownRequest)(nil),          // 16: cairn.machine.v1alpha1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 17: cairn.machine.v1alpha1.ShutdownResponse
-	(*ResetRequest)(nil),             // 18: cairn.machine.v1alpha1.ResetRequest
-	(*ResetResponse)(nil),            // 19: cairn.machine.v1alpha1.ResetResponse
-	(*UpgradeRequest)(nil),           // 20: cairn.machine.v1alpha1.UpgradeRequest
-	(*UpgradeHeader)(nil),            // 21: cairn.machine.v1alpha1.UpgradeHeader
-	(*InstallRequest)(nil),           // 22: cairn.machine.v1alpha1.InstallRequest
-	(*DiskSelector)(nil),             // 23: cairn.machine.v1alpha1.DiskSelector
-	(*RollbackRequest)(nil),          // 24: cairn.machine.v1alpha1.RollbackRequest
-	(*RollbackResponse)(nil),         // 25: cairn.machine.v1alpha1.RollbackResponse
-	(*EventsRequest)(nil),            // 26: cairn.machine.v1alpha1.EventsRequest
-	(*Event)(nil),                    // 27: cairn.machine.v1alpha1.Event
-	(*LogsRequest)(nil),              // 28: cairn.machine.v1alpha1.LogsRequest
-	(*DmesgRequest)(nil),             // 29: cairn.machine.v1alpha1.DmesgRequest
-	(*LogLine)(nil),                  // 30: cairn.machine.v1alpha1.LogLine
-	(*ServicesRequest)(nil),          // 31: cairn.machine.v1alpha1.ServicesRequest
-	(*ServicesResponse)(nil),         // 32: cairn.machine.v1alpha1.ServicesResponse
-	(*Service)(nil),                  // 33: cairn.machine.v1alpha1.Service
-	(*ServiceRequest)(nil),           // 34: cairn.machine.v1alpha1.ServiceRequest
-	(*ServiceResponse)(nil),          // 35: cairn.machine.v1alpha1.ServiceResponse
-	(*DisksRequest)(nil),             // 36: cairn.machine.v1alpha1.DisksRequest
-	(*DisksResponse)(nil),            // 37: cairn.machine.v1alpha1.DisksResponse
-	(*Disk)(nil),                     // 38: cairn.machine.v1alpha1.Disk
-	(*Partition)(nil),                // 39: cairn.machine.v1alpha1.Partition
-	(*Signature)(nil),                // 40: cairn.machine.v1alpha1.Signature
-	(*MountsRequest)(nil),            // 41: cairn.machine.v1alpha1.MountsRequest
-	(*MountsResponse)(nil),           // 42: cairn.machine.v1alpha1.MountsResponse
-	(*Mount)(nil),                    // 43: cairn.machine.v1alpha1.Mount
-	(*HealthRequest)(nil),            // 44: cairn.machine.v1alpha1.HealthRequest
-	(*HealthResponse)(nil),           // 45: cairn.machine.v1alpha1.HealthResponse
-	(*HealthCheck)(nil),              // 46: cairn.machine.v1alpha1.HealthCheck
-	(*KubeconfigRequest)(nil),        // 47: cairn.machine.v1alpha1.KubeconfigRequest
-	(*KubeconfigResponse)(nil),       // 48: cairn.machine.v1alpha1.KubeconfigResponse
-	(*EtcdMembersRequest)(nil),       // 49: cairn.machine.v1alpha1.EtcdMembersRequest
-	(*EtcdMembersResponse)(nil),      // 50: cairn.machine.v1alpha1.EtcdMembersResponse
-	(*EtcdMember)(nil),               // 51: cairn.machine.v1alpha1.EtcdMember
-	(*EtcdRemoveMemberRequest)(nil),  // 52: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	(*EtcdRemoveMemberResponse)(nil), // 53: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	(*CertificatesRequest)(nil),      // 54: cairn.machine.v1alpha1.CertificatesRequest
-	(*CertificatesResponse)(nil),     // 55: cairn.machine.v1alpha1.CertificatesResponse
-	(*Certificate)(nil),              // 56: cairn.machine.v1alpha1.Certificate
-	(*EtcdSnapshotRequest)(nil),      // 57: cairn.machine.v1alpha1.EtcdSnapshotRequest
-	(*DataChunk)(nil),                // 58: cairn.machine.v1alpha1.DataChunk
-	(*CreateJoinTokenRequest)(nil),   // 59: cairn.machine.v1alpha1.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil),  // 60: cairn.machine.v1alpha1.CreateJoinTokenResponse
-	(*ListJoinTokensRequest)(nil),    // 61: cairn.machine.v1alpha1.ListJoinTokensRequest
-	(*ListJoinTokensResponse)(nil),   // 62: cairn.machine.v1alpha1.ListJoinTokensResponse
-	(*JoinTokenInfo)(nil),            // 63: cairn.machine.v1alpha1.JoinTokenInfo
-	(*RevokeJoinTokenRequest)(nil),   // 64: cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	(*RevokeJoinTokenResponse)(nil),  // 65: cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	(*ImageImportRequest)(nil),       // 66: cairn.machine.v1alpha1.ImageImportRequest
-	(*ImageImportHeader)(nil),        // 67: cairn.machine.v1alpha1.ImageImportHeader
-	(*ImageImportResponse)(nil),      // 68: cairn.machine.v1alpha1.ImageImportResponse
-	(*ImageImportProgress)(nil),      // 69: cairn.machine.v1alpha1.ImageImportProgress
-	(*ImageImportResult)(nil),        // 70: cairn.machine.v1alpha1.ImageImportResult
-	(*Image)(nil),                    // 71: cairn.machine.v1alpha1.Image
-	(*ImageListRequest)(nil),         // 72: cairn.machine.v1alpha1.ImageListRequest
-	(*ImageListResponse)(nil),        // 73: cairn.machine.v1alpha1.ImageListResponse
-	(*ImageRemoveRequest)(nil),       // 74: cairn.machine.v1alpha1.ImageRemoveRequest
-	(*ImageRemoveResponse)(nil),      // 75: cairn.machine.v1alpha1.ImageRemoveResponse
-	(*ProfileRequest)(nil),           // 76: cairn.machine.v1alpha1.ProfileRequest
-	(*WatchdogStopRequest)(nil),      // 77: cairn.machine.v1alpha1.WatchdogStopRequest
-	(*WatchdogStopResponse)(nil),     // 78: cairn.machine.v1alpha1.WatchdogStopResponse
-	(*GetConfigRequest)(nil),         // 79: cairn.machine.v1alpha1.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 80: cairn.machine.v1alpha1.GetConfigResponse
-	(*ApplyConfigRequest)(nil),       // 81: cairn.machine.v1alpha1.ApplyConfigRequest
-	(*ConfigHistoryRequest)(nil),     // 82: cairn.machine.v1alpha1.ConfigHistoryRequest
-	(*ConfigHistoryEntry)(nil),       // 83: cairn.machine.v1alpha1.ConfigHistoryEntry
-	(*ConfigHistoryResponse)(nil),    // 84: cairn.machine.v1alpha1.ConfigHistoryResponse
-	(*timestamppb.Timestamp)(nil),    // 85: google.protobuf.Timestamp
+	(*TPMPCRsRequest)(nil),           // 5: cairn.machine.v1alpha1.TPMPCRsRequest
+	(*TPMPCR)(nil),                   // 6: cairn.machine.v1alpha1.TPMPCR
+	(*TPMMeasurement)(nil),           // 7: cairn.machine.v1alpha1.TPMMeasurement
+	(*TPMPCRsResponse)(nil),          // 8: cairn.machine.v1alpha1.TPMPCRsResponse
+	(*TPMStatus)(nil),                // 9: cairn.machine.v1alpha1.TPMStatus
+	(*ClockStatus)(nil),              // 10: cairn.machine.v1alpha1.ClockStatus
+	(*NetworkStatus)(nil),            // 11: cairn.machine.v1alpha1.NetworkStatus
+	(*NetworkLink)(nil),              // 12: cairn.machine.v1alpha1.NetworkLink
+	(*InitRequest)(nil),              // 13: cairn.machine.v1alpha1.InitRequest
+	(*JoinRequest)(nil),              // 14: cairn.machine.v1alpha1.JoinRequest
+	(*PlanRequest)(nil),              // 15: cairn.machine.v1alpha1.PlanRequest
+	(*PlanResponse)(nil),             // 16: cairn.machine.v1alpha1.PlanResponse
+	(*PlanStep)(nil),                 // 17: cairn.machine.v1alpha1.PlanStep
+	(*RebootRequest)(nil),            // 18: cairn.machine.v1alpha1.RebootRequest
+	(*RebootResponse)(nil),           // 19: cairn.machine.v1alpha1.RebootResponse
+	(*ShutdownRequest)(nil),          // 20: cairn.machine.v1alpha1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 21: cairn.machine.v1alpha1.ShutdownResponse
+	(*ResetRequest)(nil),             // 22: cairn.machine.v1alpha1.ResetRequest
+	(*ResetResponse)(nil),            // 23: cairn.machine.v1alpha1.ResetResponse
+	(*UpgradeRequest)(nil),           // 24: cairn.machine.v1alpha1.UpgradeRequest
+	(*UpgradeHeader)(nil),            // 25: cairn.machine.v1alpha1.UpgradeHeader
+	(*InstallRequest)(nil),           // 26: cairn.machine.v1alpha1.InstallRequest
+	(*DiskSelector)(nil),             // 27: cairn.machine.v1alpha1.DiskSelector
+	(*RollbackRequest)(nil),          // 28: cairn.machine.v1alpha1.RollbackRequest
+	(*RollbackResponse)(nil),         // 29: cairn.machine.v1alpha1.RollbackResponse
+	(*EventsRequest)(nil),            // 30: cairn.machine.v1alpha1.EventsRequest
+	(*Event)(nil),                    // 31: cairn.machine.v1alpha1.Event
+	(*LogsRequest)(nil),              // 32: cairn.machine.v1alpha1.LogsRequest
+	(*DmesgRequest)(nil),             // 33: cairn.machine.v1alpha1.DmesgRequest
+	(*LogLine)(nil),                  // 34: cairn.machine.v1alpha1.LogLine
+	(*ServicesRequest)(nil),          // 35: cairn.machine.v1alpha1.ServicesRequest
+	(*ServicesResponse)(nil),         // 36: cairn.machine.v1alpha1.ServicesResponse
+	(*Service)(nil),                  // 37: cairn.machine.v1alpha1.Service
+	(*ServiceRequest)(nil),           // 38: cairn.machine.v1alpha1.ServiceRequest
+	(*ServiceResponse)(nil),          // 39: cairn.machine.v1alpha1.ServiceResponse
+	(*DisksRequest)(nil),             // 40: cairn.machine.v1alpha1.DisksRequest
+	(*DisksResponse)(nil),            // 41: cairn.machine.v1alpha1.DisksResponse
+	(*Disk)(nil),                     // 42: cairn.machine.v1alpha1.Disk
+	(*Partition)(nil),                // 43: cairn.machine.v1alpha1.Partition
+	(*Signature)(nil),                // 44: cairn.machine.v1alpha1.Signature
+	(*MountsRequest)(nil),            // 45: cairn.machine.v1alpha1.MountsRequest
+	(*MountsResponse)(nil),           // 46: cairn.machine.v1alpha1.MountsResponse
+	(*Mount)(nil),                    // 47: cairn.machine.v1alpha1.Mount
+	(*HealthRequest)(nil),            // 48: cairn.machine.v1alpha1.HealthRequest
+	(*HealthResponse)(nil),           // 49: cairn.machine.v1alpha1.HealthResponse
+	(*HealthCheck)(nil),              // 50: cairn.machine.v1alpha1.HealthCheck
+	(*KubeconfigRequest)(nil),        // 51: cairn.machine.v1alpha1.KubeconfigRequest
+	(*KubeconfigResponse)(nil),       // 52: cairn.machine.v1alpha1.KubeconfigResponse
+	(*EtcdMembersRequest)(nil),       // 53: cairn.machine.v1alpha1.EtcdMembersRequest
+	(*EtcdMembersResponse)(nil),      // 54: cairn.machine.v1alpha1.EtcdMembersResponse
+	(*EtcdMember)(nil),               // 55: cairn.machine.v1alpha1.EtcdMember
+	(*EtcdRemoveMemberRequest)(nil),  // 56: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	(*EtcdRemoveMemberResponse)(nil), // 57: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	(*CertificatesRequest)(nil),      // 58: cairn.machine.v1alpha1.CertificatesRequest
+	(*CertificatesResponse)(nil),     // 59: cairn.machine.v1alpha1.CertificatesResponse
+	(*Certificate)(nil),              // 60: cairn.machine.v1alpha1.Certificate
+	(*EtcdSnapshotRequest)(nil),      // 61: cairn.machine.v1alpha1.EtcdSnapshotRequest
+	(*DataChunk)(nil),                // 62: cairn.machine.v1alpha1.DataChunk
+	(*CreateJoinTokenRequest)(nil),   // 63: cairn.machine.v1alpha1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),  // 64: cairn.machine.v1alpha1.CreateJoinTokenResponse
+	(*ListJoinTokensRequest)(nil),    // 65: cairn.machine.v1alpha1.ListJoinTokensRequest
+	(*ListJoinTokensResponse)(nil),   // 66: cairn.machine.v1alpha1.ListJoinTokensResponse
+	(*JoinTokenInfo)(nil),            // 67: cairn.machine.v1alpha1.JoinTokenInfo
+	(*RevokeJoinTokenRequest)(nil),   // 68: cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	(*RevokeJoinTokenResponse)(nil),  // 69: cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	(*ImageImportRequest)(nil),       // 70: cairn.machine.v1alpha1.ImageImportRequest
+	(*ImageImportHeader)(nil),        // 71: cairn.machine.v1alpha1.ImageImportHeader
+	(*ImageImportResponse)(nil),      // 72: cairn.machine.v1alpha1.ImageImportResponse
+	(*ImageImportProgress)(nil),      // 73: cairn.machine.v1alpha1.ImageImportProgress
+	(*ImageImportResult)(nil),        // 74: cairn.machine.v1alpha1.ImageImportResult
+	(*Image)(nil),                    // 75: cairn.machine.v1alpha1.Image
+	(*ImageListRequest)(nil),         // 76: cairn.machine.v1alpha1.ImageListRequest
+	(*ImageListResponse)(nil),        // 77: cairn.machine.v1alpha1.ImageListResponse
+	(*ImageRemoveRequest)(nil),       // 78: cairn.machine.v1alpha1.ImageRemoveRequest
+	(*ImageRemoveResponse)(nil),      // 79: cairn.machine.v1alpha1.ImageRemoveResponse
+	(*ProfileRequest)(nil),           // 80: cairn.machine.v1alpha1.ProfileRequest
+	(*WatchdogStopRequest)(nil),      // 81: cairn.machine.v1alpha1.WatchdogStopRequest
+	(*WatchdogStopResponse)(nil),     // 82: cairn.machine.v1alpha1.WatchdogStopResponse
+	(*GetConfigRequest)(nil),         // 83: cairn.machine.v1alpha1.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 84: cairn.machine.v1alpha1.GetConfigResponse
+	(*ApplyConfigRequest)(nil),       // 85: cairn.machine.v1alpha1.ApplyConfigRequest
+	(*ConfigHistoryRequest)(nil),     // 86: cairn.machine.v1alpha1.ConfigHistoryRequest
+	(*ConfigHistoryEntry)(nil),       // 87: cairn.machine.v1alpha1.ConfigHistoryEntry
+	(*ConfigHistoryResponse)(nil),    // 88: cairn.machine.v1alpha1.ConfigHistoryResponse
+	(*timestamppb.Timestamp)(nil),    // 89: google.protobuf.Timestamp
 }
 var file_machine_proto_depIdxs = []int32{
 	2,  // 0: cairn.machine.v1alpha1.VersionResponse.slots:type_name -> cairn.machine.v1alpha1.BootSlot
-	85, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
-	7,  // 2: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
-	6,  // 3: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
-	5,  // 4: cairn.machine.v1alpha1.StatusResponse.tpm:type_name -> cairn.machine.v1alpha1.TPMStatus
-	85, // 5: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
-	8,  // 6: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
-	13, // 7: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	21, // 8: cairn.machine.v1alpha1.UpgradeRequest.header:type_name -> cairn.machine.v1alpha1.UpgradeHeader
-	23, // 9: cairn.machine.v1alpha1.InstallRequest.disk:type_name -> cairn.machine.v1alpha1.DiskSelector
-	85, // 10: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	85, // 11: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	85, // 12: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
-	33, // 13: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	85, // 14: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
-	33, // 15: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
-	38, // 16: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
-	40, // 17: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	39, // 18: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
-	40, // 19: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	43, // 20: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
-	46, // 21: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
-	51, // 22: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	51, // 23: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
-	51, // 24: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	56, // 25: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
-	85, // 26: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	85, // 27: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	85, // 28: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
-	85, // 29: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	63, // 30: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
-	85, // 31: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
-	67, // 32: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
-	69, // 33: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
-	70, // 34: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
-	71, // 35: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
-	71, // 36: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
-	85, // 37: cairn.machine.v1alpha1.ConfigHistoryEntry.time:type_name -> google.protobuf.Timestamp
-	83, // 38: cairn.machine.v1alpha1.ConfigHistoryResponse.entries:type_name -> cairn.machine.v1alpha1.ConfigHistoryEntry
-	0,  // 39: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	3,  // 40: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	9,  // 41: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	10, // 42: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	11, // 43: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	14, // 44: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	16, // 45: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	18, // 46: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	20, // 47: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	24, // 48: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
-	22, // 49: cairn.machine.v1alpha1.Machine.Install:input_type -> cairn.machine.v1alpha1.InstallRequest
-	26, // 50: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	28, // 51: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	29, // 52: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	31, // 53: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	36, // 54: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	41, // 55: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	44, // 56: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	34, // 57: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	34, // 58: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	34, // 59: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	47, // 60: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	49, // 61: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	57, // 62: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	52, // 63: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	79, // 64: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
-	81, // 65: cairn.machine.v1alpha1.Machine.ApplyConfig:input_type -> cairn.machine.v1alpha1.ApplyConfigRequest
-	82, // 66: cairn.machine.v1alpha1.Machine.ConfigHistory:input_type -> cairn.machine.v1alpha1.ConfigHistoryRequest
-	54, // 67: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
-	59, // 68: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	61, // 69: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
-	64, // 70: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	66, // 71: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
-	72, // 72: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
-	74, // 73: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	76, // 74: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	77, // 75: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
-	1,  // 76: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	4,  // 77: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	27, // 78: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	27, // 79: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	12, // 80: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	15, // 81: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	17, // 82: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	19, // 83: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	27, // 84: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
-	25, // 85: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
-	27, // 86: cairn.machine.v1alpha1.Machine.Install:output_type -> cairn.machine.v1alpha1.Event
-	27, // 87: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	30, // 88: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	30, // 89: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	32, // 90: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	37, // 91: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	42, // 92: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	45, // 93: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	35, // 94: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	35, // 95: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	35, // 96: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	48, // 97: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	50, // 98: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	58, // 99: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	53, // 100: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	80, // 101: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
-	27, // 102: cairn.machine.v1alpha1.Machine.ApplyConfig:output_type -> cairn.machine.v1alpha1.Event
-	84, // 103: cairn.machine.v1alpha1.Machine.ConfigHistory:output_type -> cairn.machine.v1alpha1.ConfigHistoryResponse
-	55, // 104: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
-	60, // 105: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	62, // 106: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
-	65, // 107: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	68, // 108: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	73, // 109: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	75, // 110: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	58, // 111: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	78, // 112: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
-	76, // [76:113] is the sub-list for method output_type
-	39, // [39:76] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	89, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	11, // 2: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
+	10, // 3: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
+	9,  // 4: cairn.machine.v1alpha1.StatusResponse.tpm:type_name -> cairn.machine.v1alpha1.TPMStatus
+	89, // 5: cairn.machine.v1alpha1.TPMMeasurement.time:type_name -> google.protobuf.Timestamp
+	6,  // 6: cairn.machine.v1alpha1.TPMPCRsResponse.pcrs:type_name -> cairn.machine.v1alpha1.TPMPCR
+	7,  // 7: cairn.machine.v1alpha1.TPMPCRsResponse.log:type_name -> cairn.machine.v1alpha1.TPMMeasurement
+	89, // 8: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
+	12, // 9: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
+	17, // 10: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
+	25, // 11: cairn.machine.v1alpha1.UpgradeRequest.header:type_name -> cairn.machine.v1alpha1.UpgradeHeader
+	27, // 12: cairn.machine.v1alpha1.InstallRequest.disk:type_name -> cairn.machine.v1alpha1.DiskSelector
+	89, // 13: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	89, // 14: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	89, // 15: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	37, // 16: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
+	89, // 17: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	37, // 18: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
+	42, // 19: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
+	44, // 20: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	43, // 21: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
+	44, // 22: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	47, // 23: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
+	50, // 24: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
+	55, // 25: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	55, // 26: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
+	55, // 27: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	60, // 28: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
+	89, // 29: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	89, // 30: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	89, // 31: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	89, // 32: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	67, // 33: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
+	89, // 34: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
+	71, // 35: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
+	73, // 36: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
+	74, // 37: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
+	75, // 38: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
+	75, // 39: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
+	89, // 40: cairn.machine.v1alpha1.ConfigHistoryEntry.time:type_name -> google.protobuf.Timestamp
+	87, // 41: cairn.machine.v1alpha1.ConfigHistoryResponse.entries:type_name -> cairn.machine.v1alpha1.ConfigHistoryEntry
+	0,  // 42: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	3,  // 43: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	13, // 44: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	14, // 45: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	15, // 46: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	18, // 47: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	20, // 48: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	22, // 49: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	24, // 50: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	28, // 51: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
+	26, // 52: cairn.machine.v1alpha1.Machine.Install:input_type -> cairn.machine.v1alpha1.InstallRequest
+	30, // 53: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	32, // 54: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	33, // 55: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	35, // 56: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	40, // 57: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	45, // 58: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	48, // 59: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	38, // 60: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	38, // 61: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	38, // 62: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	51, // 63: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	53, // 64: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	61, // 65: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	56, // 66: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	83, // 67: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
+	85, // 68: cairn.machine.v1alpha1.Machine.ApplyConfig:input_type -> cairn.machine.v1alpha1.ApplyConfigRequest
+	86, // 69: cairn.machine.v1alpha1.Machine.ConfigHistory:input_type -> cairn.machine.v1alpha1.ConfigHistoryRequest
+	5,  // 70: cairn.machine.v1alpha1.Machine.TPMPCRs:input_type -> cairn.machine.v1alpha1.TPMPCRsRequest
+	58, // 71: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
+	63, // 72: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	65, // 73: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
+	68, // 74: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	70, // 75: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	76, // 76: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	78, // 77: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	80, // 78: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	81, // 79: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
+	1,  // 80: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	4,  // 81: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	31, // 82: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	31, // 83: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	16, // 84: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	19, // 85: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	21, // 86: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	23, // 87: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	31, // 88: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
+	29, // 89: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
+	31, // 90: cairn.machine.v1alpha1.Machine.Install:output_type -> cairn.machine.v1alpha1.Event
+	31, // 91: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	34, // 92: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	34, // 93: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	36, // 94: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	41, // 95: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	46, // 96: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	49, // 97: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	39, // 98: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	39, // 99: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	39, // 100: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	52, // 101: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	54, // 102: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	62, // 103: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	57, // 104: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	84, // 105: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
+	31, // 106: cairn.machine.v1alpha1.Machine.ApplyConfig:output_type -> cairn.machine.v1alpha1.Event
+	88, // 107: cairn.machine.v1alpha1.Machine.ConfigHistory:output_type -> cairn.machine.v1alpha1.ConfigHistoryResponse
+	8,  // 108: cairn.machine.v1alpha1.Machine.TPMPCRs:output_type -> cairn.machine.v1alpha1.TPMPCRsResponse
+	59, // 109: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	64, // 110: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	66, // 111: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
+	69, // 112: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	72, // 113: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	77, // 114: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	79, // 115: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	62, // 116: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	82, // 117: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
+	80, // [80:118] is the sub-list for method output_type
+	42, // [42:80] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -5714,15 +5972,15 @@ func file_machine_proto_init() {
 	if File_machine_proto != nil {
 		return
 	}
-	file_machine_proto_msgTypes[20].OneofWrappers = []any{
+	file_machine_proto_msgTypes[24].OneofWrappers = []any{
 		(*UpgradeRequest_Header)(nil),
 		(*UpgradeRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[66].OneofWrappers = []any{
+	file_machine_proto_msgTypes[70].OneofWrappers = []any{
 		(*ImageImportRequest_Header)(nil),
 		(*ImageImportRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[68].OneofWrappers = []any{
+	file_machine_proto_msgTypes[72].OneofWrappers = []any{
 		(*ImageImportResponse_Progress)(nil),
 		(*ImageImportResponse_Result)(nil),
 	}
@@ -5732,7 +5990,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   85,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,7 @@ const (
 	Machine_GetConfig_FullMethodName        = "/cairn.machine.v1alpha1.Machine/GetConfig"
 	Machine_ApplyConfig_FullMethodName      = "/cairn.machine.v1alpha1.Machine/ApplyConfig"
 	Machine_ConfigHistory_FullMethodName    = "/cairn.machine.v1alpha1.Machine/ConfigHistory"
+	Machine_TPMPCRs_FullMethodName          = "/cairn.machine.v1alpha1.Machine/TPMPCRs"
 	Machine_Certificates_FullMethodName     = "/cairn.machine.v1alpha1.Machine/Certificates"
 	Machine_CreateJoinToken_FullMethodName  = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
 	Machine_ListJoinTokens_FullMethodName   = "/cairn.machine.v1alpha1.Machine/ListJoinTokens"
@@ -120,6 +121,9 @@ type MachineClient interface {
 	ApplyConfig(ctx context.Context, in *ApplyConfigRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	// ConfigHistory lists the configs applied to the node, newest first (no config bodies: those hold secrets).
 	ConfigHistory(ctx context.Context, in *ConfigHistoryRequest, opts ...grpc.CallOption) (*ConfigHistoryResponse, error)
+	// TPMPCRs reads the TPM's PCRs (SHA-256 bank) and this boot's measurement log. FailedPrecondition on a
+	// machine without a TPM.
+	TPMPCRs(ctx context.Context, in *TPMPCRsRequest, opts ...grpc.CallOption) (*TPMPCRsResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error)
@@ -513,6 +517,16 @@ func (c *machineClient) ConfigHistory(ctx context.Context, in *ConfigHistoryRequ
 	return out, nil
 }
 
+func (c *machineClient) TPMPCRs(ctx context.Context, in *TPMPCRsRequest, opts ...grpc.CallOption) (*TPMPCRsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TPMPCRsResponse)
+	err := c.cc.Invoke(ctx, Machine_TPMPCRs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CertificatesResponse)
@@ -672,6 +686,9 @@ type MachineServer interface {
 	ApplyConfig(*ApplyConfigRequest, grpc.ServerStreamingServer[Event]) error
 	// ConfigHistory lists the configs applied to the node, newest first (no config bodies: those hold secrets).
 	ConfigHistory(context.Context, *ConfigHistoryRequest) (*ConfigHistoryResponse, error)
+	// TPMPCRs reads the TPM's PCRs (SHA-256 bank) and this boot's measurement log. FailedPrecondition on a
+	// machine without a TPM.
+	TPMPCRs(context.Context, *TPMPCRsRequest) (*TPMPCRsResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error)
@@ -793,6 +810,9 @@ func (UnimplementedMachineServer) ApplyConfig(*ApplyConfigRequest, grpc.ServerSt
 }
 func (UnimplementedMachineServer) ConfigHistory(context.Context, *ConfigHistoryRequest) (*ConfigHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConfigHistory not implemented")
+}
+func (UnimplementedMachineServer) TPMPCRs(context.Context, *TPMPCRsRequest) (*TPMPCRsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TPMPCRs not implemented")
 }
 func (UnimplementedMachineServer) Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Certificates not implemented")
@@ -1279,6 +1299,24 @@ func _Machine_ConfigHistory_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_TPMPCRs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TPMPCRsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).TPMPCRs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_TPMPCRs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).TPMPCRs(ctx, req.(*TPMPCRsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_Certificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CertificatesRequest)
 	if err := dec(in); err != nil {
@@ -1505,6 +1543,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConfigHistory",
 			Handler:    _Machine_ConfigHistory_Handler,
+		},
+		{
+			MethodName: "TPMPCRs",
+			Handler:    _Machine_TPMPCRs_Handler,
 		},
 		{
 			MethodName: "Certificates",

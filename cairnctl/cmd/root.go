@@ -83,7 +83,7 @@ Join, the node accepts only client certificates from the cluster's machine CA: u
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 
 	root.AddCommand(
-		newVersion(g), newGen(g), newStatus(g), newNetwork(g), newGet(g), newApply(g), newEdit(g), newConfigHistory(g), newEvents(g), newInit(g), newServices(g),
+		newVersion(g), newGen(g), newStatus(g), newNetwork(g), newGet(g), newApply(g), newEdit(g), newConfigHistory(g), newTPM(g), newEvents(g), newInit(g), newServices(g),
 		newReboot(g), newShutdown(g), newReset(g), newPlan(g), newDisks(g), newMounts(g), newKubeconfig(g), newHealth(g),
 		newCluster(g), newJoin(g), newJoinToken(g), newService(g),
 		newLogs(g), newDmesg(g), newEtcd(g), newCerts(g),

@@ -36,6 +36,7 @@ var roles = map[string][]string{
 	machine.Machine_Certificates_FullMethodName:   all,
 	machine.Machine_GetConfig_FullMethodName:      all, // secrets only for admins: see GetConfig
 	machine.Machine_ConfigHistory_FullMethodName:  all, // no config bodies
+	machine.Machine_TPMPCRs_FullMethodName:        all,
 	machine.Machine_ImageList_FullMethodName:      all,
 	machine.Machine_Plan_FullMethodName:           operators,
 	machine.Machine_Reboot_FullMethodName:         operators,

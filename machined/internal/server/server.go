@@ -68,6 +68,8 @@ type Server struct {
 	Clock func() (timesync.State, bool)
 	// TPM reports the TPM and the measured lock; false or nil: the node does not own a TPM (sandbox mode).
 	TPM func() (tpm.State, bool)
+	// PCRs reads the TPM's PCRs and this boot's measurement log (nil in sandbox mode).
+	PCRs func(pcrs []int) ([][]byte, tpm.Log, error)
 	// Warnings are the node's conditions to show in status besides the node's own (a full volume);
 	// nil: none.
 	Warnings func() []string

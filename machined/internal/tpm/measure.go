@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/atomicfile"
@@ -100,6 +101,9 @@ func (m *Measurer) MeasureLock(dir, clusterID, role string) (State, error) {
 	}
 	return m.Check()
 }
+
+// Log is this boot's measurement log.
+func (m *Measurer) Log() Log { return Log{PCR: m.log.PCR, Events: slices.Clone(m.log.Events)} }
 
 // Check compares the PCR with this boot's log.
 func (m *Measurer) Check() (State, error) {
