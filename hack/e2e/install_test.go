@@ -34,11 +34,13 @@ func TestInstall(t *testing.T) {
 	before := fileSum(t, foreign)
 
 	// iso-uefi: OVMF tries the disks before the CD, so the installed disk boots once written.
-	c := createCluster(t, "inst", createTimeout, "--mode", "iso-uefi",
+	// --tpm: the node has an emulated TPM (swtpm), and its lock is measured at Init and at every boot.
+	c := createCluster(t, "inst", createTimeout, "--mode", "iso-uefi", "--tpm",
 		"--disk-file", "cairn-install="+target, "--disk-file", "cairn-foreign="+foreign)
 	mtls := func() []string { return c.mtls(0) }
 	kc := filepath.Join(c.Dir, "kubeconfig")
 	waitNodeReady(t, kc, c.Nodes[0].Name)
+	measured := checkMeasuredLock(t, mtls())
 	kubectl(t, kc, "create", "configmap", "keep-me", "--from-literal=answer=42")
 	if v := versionOf(t, mtls()); len(v.Slots) != 0 {
 		t.Errorf("a node booted from the ISO reports slots %+v, want none", v.Slots)
@@ -90,6 +92,10 @@ func TestInstall(t *testing.T) {
 			t.Errorf("status from the installed disk = %+v, want locked by init (the same node)", s)
 		}
 		waitConfigMap(t, kc, "keep-me", "42")
+		// A new boot: the PCR started from zero and holds the same measurement again.
+		if again := checkMeasuredLock(t, mtls()); again != measured {
+			t.Errorf("PCR %d after the reboot = %s, at Init %s: the same lock must measure the same", 15, again, measured)
+		}
 		var d disksResp
 		ctlJSON(t, &d, append(mtls(), "disks")...)
 		for _, dk := range d.Disks {
@@ -116,4 +122,32 @@ func fileSum(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// checkMeasuredLock checks that the node's lock is measured into its TPM and the PCR agrees with the
+// node's measurement log, and returns the PCR's value.
+func checkMeasuredLock(t *testing.T, mtls []string) string {
+	t.Helper()
+	var s struct {
+		TPM struct {
+			Present, Measured, Agrees bool
+			Error                     string
+		} `json:"tpm"`
+	}
+	ctlJSON(t, &s, append(mtls, "status")...)
+	if !s.TPM.Present || !s.TPM.Measured || !s.TPM.Agrees {
+		t.Errorf("status tpm = %+v, want present, the lock measured and the PCR agreeing", s.TPM)
+	}
+	out := mustCtl(t, time.Minute, append(mtls, "tpm", "pcrs", "--pcr", "15")...)
+	t.Logf("tpm pcrs:\n%s", out)
+	if !strings.Contains(out, "node-lock, cluster ") || !strings.Contains(out, "role controlplane") {
+		t.Errorf("tpm pcrs shows no node-lock measurement:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "15" {
+			return f[1]
+		}
+	}
+	t.Errorf("tpm pcrs shows no PCR 15:\n%s", out)
+	return ""
 }

@@ -79,7 +79,7 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 	}
 	first := st.Nodes[0]
 	spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: st.Group, Mode: st.Mode, Image: img,
-		Memory: co.memory(n.Role), CPUs: co.cpus(n.Role), Disks: co.disks(n, false), Token: RandomToken()}
+		Memory: co.memory(n.Role), CPUs: co.cpus(n.Role), Disks: co.disks(n, false), Token: RandomToken(), TPM: st.TPM}
 	if o.SelfJoin {
 		if spec.Cmdline, err = selfJoinArgs(ctx, first, n, cctx, co.SequenceTimeout); err != nil {
 			return nil, err

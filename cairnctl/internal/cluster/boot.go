@@ -42,6 +42,8 @@ type VMSpec struct {
 	HostPorts map[int]int
 	// RTCBase starts the VM's clock at this time (qemu.Config.RTCBase); zero: now.
 	RTCBase time.Time
+	// TPM gives the VM an emulated TPM 2.0 (qemu.Config.TPM).
+	TPM bool
 }
 
 // StartVM starts the node's QEMU detached from this process (it keeps running when cairnctl exits) and
@@ -50,7 +52,7 @@ func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
 	c := qemu.Config{
 		Name: s.Node.Name, Dir: s.Dir, Memory: s.Memory, CPUs: s.CPUs, Nice: Nice(s.Node.Role), Mode: s.Mode,
 		Cmdline: append([]string{"cairn.token=" + s.Token}, s.Cmdline...),
-		Ports:   []int{KubePort, JoinPort}, HostPorts: s.HostPorts, RTCBase: s.RTCBase,
+		Ports:   []int{KubePort, JoinPort}, HostPorts: s.HostPorts, RTCBase: s.RTCBase, TPM: s.TPM,
 		Disks:  s.Disks,
 		Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, Payload: s.Image.Payload, ISO: s.Image.ISO, Raw: s.Image.Raw,
 	}

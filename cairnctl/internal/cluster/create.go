@@ -29,6 +29,8 @@ type CreateOptions struct {
 	Mode          qemu.Mode
 	ControlPlanes int
 	Workers       int
+	// TPM gives every node an emulated TPM 2.0 (swtpm; q35 modes only).
+	TPM bool
 	// Memory is every node's memory in MiB; 0 gives control planes 2048 and workers 1024 (DESIGN §11:
 	// a control plane's components need about 700 MB).
 	Memory int
@@ -214,12 +216,12 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	}
 	p.Printf("wrote the configs of cluster %s (endpoint %s) in %s", o.Name, layout.Endpoint(), dir)
 
-	st := &State{Name: o.Name, Created: now, Mode: o.Mode, Group: layout.Group, VIP: layout.VIP}
+	st := &State{Name: o.Name, Created: now, Mode: o.Mode, Group: layout.Group, VIP: layout.VIP, TPM: o.TPM}
 	res.State = st
 	vms := map[string]*qemu.VM{}
 	for i, n := range layout.Nodes {
 		spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: layout.Group, Mode: o.Mode, Image: img,
-			Memory: o.memory(n.Role), CPUs: o.cpus(n.Role), Disks: o.disks(n, i == 0), Token: RandomToken(), Cmdline: o.KernelArgs}
+			Memory: o.memory(n.Role), CPUs: o.cpus(n.Role), Disks: o.disks(n, i == 0), Token: RandomToken(), Cmdline: o.KernelArgs, TPM: o.TPM}
 		vm, ns, err := StartVM(ctx, spec)
 		if err != nil {
 			return res, err

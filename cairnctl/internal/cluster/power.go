@@ -117,7 +117,7 @@ func PowerOn(ctx context.Context, o PowerOptions, p *Progress) error {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		spec := VMSpec{Node: n.Node, Dir: nd, Group: st.Group, Mode: st.Mode, Image: img, Memory: n.Memory, CPUs: n.CPUs,
-			Disks: disks, Token: n.Token, HostPorts: n.Ports, RTCBase: rtc}
+			Disks: disks, Token: n.Token, HostPorts: n.Ports, RTCBase: rtc, TPM: st.TPM}
 		vm, ns, err := StartVM(ctx, spec)
 		if err != nil {
 			return err

@@ -35,6 +35,8 @@ type State struct {
 	Nodes   []NodeState `json:"nodes"`
 	// VIP is the cluster's API virtual IP (Layout.VIP), if it has one.
 	VIP netip.Addr `json:"vip,omitzero"`
+	// TPM: every node has an emulated TPM 2.0 (swtpm).
+	TPM bool `json:"tpm,omitempty"`
 }
 
 // NodeState is one node: its plan, its VM and how to reach it from the host.

@@ -13,8 +13,10 @@ import (
 const (
 	ConsoleLog = "console.log"
 	PIDFile    = "qemu.pid"
-	bootDisk   = "boot.qcow2"
-	varsFile   = "OVMF_VARS.fd"
+	// swtpmSocket is the control socket of the VM's swtpm (Config.TPM).
+	swtpmSocket = "swtpm.sock"
+	bootDisk    = "boot.qcow2"
+	varsFile    = "OVMF_VARS.fd"
 )
 
 // FwCfgCmdline is the fw_cfg file carrying the extra kernel arguments in the iso and raw modes, whose
@@ -122,6 +124,10 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 	if c.L2 != nil {
 		a = append(a, "-netdev", "socket,id=l2,mcast="+c.L2.Group+",localaddr=127.0.0.1",
 			"-device", "virtio-net-"+virtioSuffix+",netdev=l2,mac="+c.L2.MAC+romOff(virtioSuffix))
+	}
+	if c.TPM {
+		a = append(a, "-chardev", "socket,id=chrtpm,path="+filepath.Join(c.Dir, swtpmSocket),
+			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
 	}
 	if virtioSuffix == "pci" {
 		// The hardware watchdog machined arms and pets (microvm has no PCI bus for it): a node whose

@@ -36,6 +36,7 @@ func TestArgsGolden(t *testing.T) {
 		{"iso-bios", func(c *Config) { c.Mode = ModeISO }},
 		{"iso-uefi", func(c *Config) { c.Mode = ModeISO; c.UEFI = true; c.Cmdline = nil }},
 		{"iso-uefi-disks-first", func(c *Config) { c.Mode = ModeISOUEFI }},
+		{"iso-uefi-tpm", func(c *Config) { c.Mode = ModeISOUEFI; c.TPM = true }},
 		{"raw", func(c *Config) { c.Mode = ModeRaw; c.L2 = l2 }},
 		{"vmlinux-restarted-later", func(c *Config) {
 			c.RTCBase = time.Date(2027, 9, 23, 10, 0, 0, 0, time.UTC)
@@ -196,5 +197,12 @@ func TestNewKeepsHostPorts(t *testing.T) {
 	}
 	if got := v.HostPort(6443); got == 0 || got == 41000 {
 		t.Errorf("HostPort(6443) = %d, want a free port of its own", got)
+	}
+}
+
+func TestTPMNeedsQ35(t *testing.T) {
+	c := Config{Name: "n", Dir: "/d", Kernel: "/k", Initramfs: "/i", TPM: true}
+	if _, err := c.withDefaults(); err == nil || !strings.Contains(err.Error(), "q35") {
+		t.Errorf("a TPM on microvm = %v, want an error naming q35", err)
 	}
 }

@@ -96,6 +96,9 @@ type Config struct {
 	RTCBase time.Time
 	Disks   []Disk
 	L2      *L2
+	// TPM gives the VM a TPM 2.0 (tpm-tis) emulated by swtpm, whose state lives in Dir/tpm and survives
+	// a restart, as a machine's TPM does. q35 only (microvm has no ISA bus for it).
+	TPM bool
 
 	// Artifacts (absolute paths): Kernel and Initramfs for ModeVmlinux, ISO or Raw for the others.
 	// Payload (vmlinux mode, optional) is attached as a read-only disk: the ISO and the raw disk carry
@@ -168,6 +171,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.UEFI = true
 	default:
 		return c, fmt.Errorf("qemu: unknown boot mode %q (vmlinux, iso, iso-uefi or raw)", c.Mode)
+	}
+	if c.TPM && c.Machine == MachineMicrovm {
+		return c, errors.New("qemu: a TPM needs the q35 machine (microvm has no ISA bus for tpm-tis): use --mode iso, iso-uefi or raw")
 	}
 	seen := map[string]bool{"boot": true}
 	for _, d := range c.Disks {

@@ -168,6 +168,11 @@ func (v *VM) prepare(ctx context.Context) error {
 			}
 		}
 	}
+	if c.TPM {
+		if err := startSWTPM(ctx, c.Dir); err != nil {
+			return err
+		}
+	}
 	if c.Mode != ModeRaw {
 		return nil
 	}
@@ -187,6 +192,33 @@ func (v *VM) prepare(ctx context.Context) error {
 		return fmt.Errorf("qemu-img %s: %w: %s", overlay, err, out)
 	}
 	return nil
+}
+
+// startSWTPM starts the VM's TPM emulator: its state in dir/tpm (kept across restarts), its control
+// socket for QEMU in dir. It exits when QEMU closes the socket (--terminate), so a stopped or killed VM
+// takes its TPM with it, as a machine losing power does.
+func startSWTPM(ctx context.Context, dir string) error {
+	state := filepath.Join(dir, "tpm")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return err
+	}
+	sock := filepath.Join(dir, swtpmSocket)
+	_ = os.Remove(sock) // a previous run's
+	cmd := exec.CommandContext(ctx, "swtpm", "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--ctrl", "type=unixio,path="+sock, "--terminate", "--daemon",
+		"--pid", "file="+filepath.Join(dir, "swtpm.pid"), "--log", "file="+filepath.Join(dir, "swtpm.log"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("qemu: start the TPM emulator (swtpm; ./hack/deps.sh qemu installs it): %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "swtpm.log"))
+			return fmt.Errorf("qemu: the TPM emulator made no socket %s within 5s: %s", sock, strings.TrimSpace(string(log)))
+		}
+	}
 }
 
 // Wait blocks until QEMU exits and returns why (nil for a clean exit).
