@@ -162,8 +162,9 @@ func resetFinishes(t *testing.T, c *cluster) {
 			said = true
 		}
 		maint := c.maint(t, 0)
+		var ms statusResp // fresh: the JSON leaves out an empty locked_by
 		if r := ctlQuiet(20*time.Second, append(maint, "status", "-o", "json")...); r.err == nil &&
-			json.Unmarshal([]byte(r.stdout), &s) == nil && s.State == "Boot" && s.LockedBy == "" {
+			json.Unmarshal([]byte(r.stdout), &ms) == nil && ms.State == "Boot" && ms.LockedBy == "" {
 			t.Logf("the reset finished: the node is unlocked, in maintenance mode; Init again")
 			mustCtl(t, restartTimeout+initTimeout, append(maint, "init", "--config", c.nodeConfig(0))...)
 			break
