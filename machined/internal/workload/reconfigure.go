@@ -141,12 +141,22 @@ func (w *Workload) rewriteStaticPod(ctx context.Context, component string) error
 		return err
 	}
 	health := w.healthOf(component)
-	return kubeapi.Poll(ctx, 2*time.Second, func(ctx context.Context) error {
-		if err := w.startedSince(ctx, component, since); err != nil {
-			return err
+	// The last failure seen before the deadline says why (a check cut by the deadline only says that).
+	var last error
+	err = kubeapi.Poll(ctx, 2*time.Second, func(cctx context.Context) error {
+		err := w.startedSince(cctx, component, since)
+		if err == nil {
+			err = health(cctx)
 		}
-		return health(ctx)
+		if err != nil && ctx.Err() == nil {
+			last = err
+		}
+		return err
 	})
+	if err != nil && last != nil && ctx.Err() != nil {
+		return fmt.Errorf("not running and healthy in time (%w); last: %v", ctx.Err(), last)
+	}
+	return err
 }
 
 // startedSince checks that a container of the component was created after since and runs.
