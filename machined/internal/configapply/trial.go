@@ -18,18 +18,16 @@ type Trial struct {
 type attempt struct {
 	stop     func() bool
 	deadline time.Time
-	previous []byte
 }
 
-// Start times a trial: revert runs after timeout unless Confirm comes first. previous is the config the
-// revert brings back (Pending returns it).
-func (t *Trial) Start(timeout time.Duration, previous []byte, revert func()) {
+// Start times a trial: revert runs after timeout unless Confirm comes first.
+func (t *Trial) Start(timeout time.Duration, revert func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.pending != nil {
 		t.pending.stop()
 	}
-	a := &attempt{deadline: time.Now().Add(timeout), previous: previous}
+	a := &attempt{deadline: time.Now().Add(timeout)}
 	after := t.AfterFunc
 	if after == nil {
 		after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
@@ -63,12 +61,12 @@ func (t *Trial) Confirm() bool {
 // Cancel ends a pending trial without reverting it (a reboot brings back the stored config anyway).
 func (t *Trial) Cancel() { t.Confirm() }
 
-// Pending reports whether a trial runs, until when, and the config its revert brings back.
-func (t *Trial) Pending() (bool, time.Time, []byte) {
+// Pending reports whether a trial runs, and until when.
+func (t *Trial) Pending() (bool, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.pending == nil {
-		return false, time.Time{}, nil
+		return false, time.Time{}
 	}
-	return true, t.pending.deadline, t.pending.previous
+	return true, t.pending.deadline
 }

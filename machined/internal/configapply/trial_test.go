@@ -21,9 +21,9 @@ func TestTrial(t *testing.T) {
 	revert := func() { reverted++ }
 
 	// Not confirmed: the timeout reverts, and a late confirm finds nothing.
-	tr.Start(time.Minute, []byte("old"), revert)
-	if ok, _, prev := tr.Pending(); !ok || string(prev) != "old" {
-		t.Fatalf("Pending() = %v, %q", ok, prev)
+	tr.Start(time.Minute, revert)
+	if ok, until := tr.Pending(); !ok || until.IsZero() {
+		t.Fatalf("Pending() = %v, %v", ok, until)
 	}
 	timers.fire[0]()
 	if reverted != 1 {
@@ -34,7 +34,7 @@ func TestTrial(t *testing.T) {
 	}
 
 	// Confirmed in time: the timer does nothing.
-	tr.Start(time.Minute, nil, revert)
+	tr.Start(time.Minute, revert)
 	if !tr.Confirm() {
 		t.Fatal("Confirm of a pending trial failed")
 	}
@@ -44,8 +44,8 @@ func TestTrial(t *testing.T) {
 	}
 
 	// A new trial replaces the pending one: only the new one reverts.
-	tr.Start(time.Minute, nil, revert)
-	tr.Start(time.Minute, nil, revert)
+	tr.Start(time.Minute, revert)
+	tr.Start(time.Minute, revert)
 	timers.fire[2]()
 	timers.fire[3]()
 	if reverted != 2 {

@@ -118,7 +118,7 @@ func (n *Node) ApplyConfig(ctx context.Context, req ApplyRequest, progress func(
 		}
 	}
 	if !plan.Store { // try
-		n.trial.Start(timeout, oldRaw, n.revertTry)
+		n.trial.Start(timeout, n.revertTry)
 		n.configEvent("applied", fmt.Sprintf("config applied on trial by %s: undone in %s unless confirmed", req.Client, timeout))
 		progress(fmt.Sprintf("on trial: confirm within %s (cairnctl apply --confirm), or it is undone; a reboot also undoes it", timeout))
 		return nil

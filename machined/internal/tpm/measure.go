@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,10 +131,7 @@ func (m *Measurer) Check() (State, error) {
 
 // ReadLog reads a measurement log written by MeasureLock.
 func ReadLog(dir string) (Log, error) {
-	data, err := os.ReadFile(dir + "/" + LogFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Log{}, err
-	}
+	data, err := os.ReadFile(filepath.Join(dir, LogFile))
 	if err != nil {
 		return Log{}, err
 	}
