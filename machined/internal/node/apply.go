@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -113,6 +114,10 @@ func (n *Node) ApplyConfig(ctx context.Context, req ApplyRequest, progress func(
 			defer cancel()
 			return n.applyLive(ctx, next, changes, progress)
 		})
+		var busy *fsm.BusyError
+		if errors.As(err, &busy) {
+			return err // another sequence runs: nothing was applied
+		}
 		if err != nil {
 			return n.undo(old, changes, err, progress)
 		}

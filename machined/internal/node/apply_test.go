@@ -247,3 +247,24 @@ func TestApplyRebootAndStaged(t *testing.T) {
 		t.Error("the staged config is still staged after the boot put it in force")
 	}
 }
+
+// While another sequence runs, an apply is refused as busy and nothing is applied or undone.
+func TestApplyWhileBusy(t *testing.T) {
+	r := &reconfigurer{}
+	h, c := runningNode(t, t.TempDir(), r)
+	hold := make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		_ = h.locked(context.Background(), fsm.SeqService, func(context.Context) error { close(started); <-hold; return nil })
+	}()
+	<-started
+	defer close(hold)
+	_, err := apply(h, ApplyRequest{Config: withMaxPods(t, c.ControlPlaneYAML, 9), Mode: configapply.Auto})
+	var busy *fsm.BusyError
+	if !errors.As(err, &busy) {
+		t.Fatalf("apply while a service sequence runs = %v, want BusyError", err)
+	}
+	if len(r.applied()) != 0 || storedMaxPods(t, h) != 0 {
+		t.Errorf("a refused apply changed something: applied %v", r.applied())
+	}
+}
