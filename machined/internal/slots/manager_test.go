@@ -158,11 +158,22 @@ func (l *trialLog) event(outcome, msg string) {
 	l.events = append(l.events, outcome+": "+msg)
 }
 
+// errNeedsUncordon: a health check that passes only once the node is uncordoned (CoreDNS cannot be
+// scheduled on a cordoned lone node).
+var errNeedsUncordon = errors.New("CoreDNS: no ready replica")
+
 func newTrial(tn *testNode, state string, healthy error, l *trialLog) *Trial {
 	return &Trial{M: tn.m, Version: "v2", Log: tn.m.Log, Poll: time.Millisecond, StateDir: func() string { return state },
-		Healthy:  func(context.Context) error { return healthy },
+		Healthy: func(context.Context) error {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if healthy == errNeedsUncordon && l.uncordons > 0 {
+				return nil
+			}
+			return healthy
+		},
 		Reboot:   func(string) { l.rebooted = true },
-		Uncordon: func(context.Context) error { l.uncordons++; return nil },
+		Uncordon: func(context.Context) error { l.mu.Lock(); defer l.mu.Unlock(); l.uncordons++; return nil },
 		Event:    l.event}
 }
 
@@ -186,7 +197,11 @@ func TestTrial(t *testing.T) {
 		{name: "a trial boot that never becomes healthy reboots into the old slot",
 			entries: []string{"cairn-1-a.efi", "cairn-2-b+0-1.efi"}, booted: "cairn-2-b.efi",
 			record: &Record{Kind: "upgrade", From: "v1", To: "v2", Slot: payload.SlotB, Timeout: 1}, healthy: errors.New("etcd: connection refused"),
-			wantEntries: []string{"cairn-1-a.efi", "cairn-2-b+0-1.efi"}, wantEvent: "failed: slot B (version v2) did not become Running and healthy within 1s (last: etcd: connection refused)", wantReboot: true},
+			wantEntries: []string{"cairn-1-a.efi", "cairn-2-b+0-1.efi"}, wantEvent: "failed: slot B (version v2) did not become Running and healthy within 1s (last: etcd: connection refused)", wantReboot: true, uncordons: 1},
+		{name: "a drained node is uncordoned before its health is judged (its add-ons need it)",
+			entries: []string{"cairn-1-a.efi", "cairn-2-b+0-1.efi"}, booted: "cairn-2-b.efi",
+			record: &Record{Kind: "upgrade", From: "v1", To: "v2", Slot: payload.SlotB, Timeout: 600}, healthy: errNeedsUncordon,
+			wantEntries: []string{"cairn-2-b.efi", "cairn-1-a.efi"}, wantEvent: "done: slot B (version v2) is Running and healthy", uncordons: 1},
 		{name: "the old slot booted again after a failed trial says so",
 			entries: []string{"cairn-1-a.efi", "cairn-2-b+0-1.efi"}, booted: "cairn-1-a.efi",
 			record:      &Record{Kind: "upgrade", From: "v1", To: "v9", Slot: payload.SlotB, Timeout: 600},

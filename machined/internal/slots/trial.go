@@ -98,6 +98,7 @@ func (t *Trial) Run(ctx context.Context) {
 	start := time.Now()
 	var rec *Record
 	var lastErr error
+	uncordoned := false
 	for ; ; time.Sleep(poll) {
 		if ctx.Err() != nil {
 			return
@@ -115,6 +116,12 @@ func (t *Trial) Run(ctx context.Context) {
 				}
 				t.announce(booted, cur, rec)
 			}
+		}
+		if !uncordoned {
+			// The drain before the reboot cordoned the node, and its pods (the add-ons the health check asks
+			// about among them) come back only once it takes work again: uncordon as soon as the API answers,
+			// before health is judged. A slot that fails its trial reboots either way.
+			uncordoned = t.Uncordon(ctx) == nil
 		}
 		lastErr = t.Healthy(ctx)
 		if lastErr == nil {
@@ -139,8 +146,10 @@ func (t *Trial) Run(ctx context.Context) {
 		}
 		t.Event("done", fmt.Sprintf("slot %s (version %s) is Running and healthy: marked good", booted.Slot, t.Version))
 	}
-	if err := t.Uncordon(ctx); err != nil {
-		t.Log.Warn("boot slots: uncordon after the upgrade", "error", err)
+	if !uncordoned {
+		if err := t.Uncordon(ctx); err != nil {
+			t.Log.Warn("boot slots: uncordon after the upgrade", "error", err)
+		}
 	}
 	if dir := t.StateDir(); dir != "" {
 		if err := os.Remove(dir + "/" + RecordFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
