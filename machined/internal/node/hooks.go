@@ -34,8 +34,8 @@ type Hooks struct {
 	// Leave takes the node out of its cluster in a graceful reset, after Drain (its Node marked left, its
 	// etcd member removed): the steps that cannot be undone.
 	Leave func() []sequence.Task
-	// Drain moves the node's work elsewhere (cordon, drain) before an upgrade's reboot, leaving it a member
-	// of the cluster, and before a graceful reset's Leave.
+	// Drain moves the node's work elsewhere (cordon, drain) before a graceful reset's Leave. (Upgrades do
+	// not drain yet: see UpgradeReboot.)
 	Drain func() []sequence.Task
 	// Wipe erases the named volumes after they are unmounted (reset).
 	Wipe func(c *config.MachineConfig, volumes []string) []sequence.Task

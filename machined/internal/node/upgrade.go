@@ -49,12 +49,15 @@ func (n *Node) locked(ctx context.Context, seq fsm.Sequence, write func(context.
 	return write(runCtx)
 }
 
-// UpgradeReboot takes the node down for the slot an upgrade or a rollback chose: it drains the node
-// (cordon, evict its pods), stops the services, unmounts the volumes and reboots. Unlike a graceful reset
-// the node stays a member of its cluster (etcd, the Node object): it is back after the reboot.
+// UpgradeReboot takes the node down for the slot an upgrade or a rollback chose: it stops the services,
+// unmounts the volumes and reboots. Unlike a graceful reset the node stays a member of its cluster (etcd,
+// the Node object): it is back after the reboot.
 func (n *Node) UpgradeReboot(ctx context.Context) error {
 	if st := n.fsm.State(); st != fsm.Running {
 		return &NotRunningError{State: st}
 	}
-	return n.power(ctx, fsm.SeqUpgrade, fsm.Upgrade, n.o.Hooks.drain(), nil, false)
+	// No drain yet: with the drain (cordon, evict) a lone node's upgrade did not pass make e2e-upgrade
+	// (its add-ons were not back within the trial); until that is understood an upgrade reboots as it was
+	// tested, and the Drain hook serves graceful resets.
+	return n.power(ctx, fsm.SeqUpgrade, fsm.Upgrade, nil, nil, false)
 }
