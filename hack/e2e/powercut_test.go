@@ -29,7 +29,9 @@ const powercutInit = 200 * time.Second
 // is the one mounted afterwards) and one etcd member. It prints tried / survived / formatted twice.
 // Each point costs Init up to the cut plus the way back to Running: about six minutes, so it is not in
 // `make e2e`. With CAIRN_POWERCUT_PHASE=reset (`make e2e-powercut PHASE=reset`) the cuts land in a reset
-// of a Running node instead (powerCutReset) and it prints how many lost their etcd data.
+// of a Running node instead (powerCutReset) and it prints how many lost their etcd data; with
+// CAIRN_POWERCUT_PHASE=join they land in the join of a worker to one control plane made for the run
+// (powerCutJoin, about three minutes a point).
 func TestPowerCut(t *testing.T) {
 	if os.Getenv("CAIRN_E2E_POWERCUT") == "" {
 		t.Skip("power cuts take about six minutes each: run `make e2e-powercut` (CAIRN_E2E_POWERCUT=1)")
@@ -46,13 +48,21 @@ func TestPowerCut(t *testing.T) {
 		phase = "init"
 	case "reset":
 		cut, span = powerCutReset, powercutReset
+	case "join":
+		// One control plane serves every point; each point adds a worker to it.
+		c := createCluster(t, "pcj", createTimeout)
+		cut = func(t *testing.T, _ string, at time.Duration) bool { return powerCutJoin(t, c, at) }
+		span = powercutJoin - powercutJoinFirst
 	default:
-		t.Fatalf("CAIRN_POWERCUT_PHASE=%q: want init or reset", phase)
+		t.Fatalf("CAIRN_POWERCUT_PHASE=%q: want init, join or reset", phase)
 	}
 	rng := rand.New(rand.NewPCG(seed, seed))
 	cuts := make([]time.Duration, points)
 	for i := range cuts {
 		cuts[i] = time.Duration(rng.Int64N(int64(span)))
+		if phase == "join" {
+			cuts[i] += powercutJoinFirst
+		}
 	}
 	t.Logf("power cuts during %s: %d points, seed %d (CAIRN_POWERCUT_SEED=%d repeats them): %v", phase, points, seed, seed, cuts)
 	survived, lost := 0, 0
@@ -66,7 +76,7 @@ func TestPowerCut(t *testing.T) {
 			survived++
 		}
 	}
-	what := map[string]string{"init": "formatted twice", "reset": "etcd data lost"}[phase]
+	what := map[string]string{"init": "formatted twice", "join": "formatted twice", "reset": "etcd data lost"}[phase]
 	fmt.Printf("powercut: %s, seed %d: tried %d, survived %d, %s %d\n", phase, seed, points, survived, what, lost)
 }
 
@@ -176,67 +186,20 @@ func resetFinishes(t *testing.T, c *cluster) {
 	waitStatus(t, func() []string { return c.mtls(0) }, restartTimeout+initTimeout, func(s statusResp) bool { return s.State == "Running" })
 }
 
-// comeBack powers the cluster's node on after a cut and brings it to Running: a node that had taken its
-// lock resumes by itself and answers with mutual TLS only; one that had not (or whose reset had released
-// it) is back in maintenance mode and gets Init again, as its operator would give it. Until it has read
-// its lock, a node answers neither. It reports whether the node came back locked.
+// comeBack powers the cluster's node on after a cut and brings it to Running (comeBackAs), with a new
+// Init when it came back unlocked.
 func comeBack(t *testing.T, c *cluster) bool {
 	t.Helper()
-	mustCtl(t, 10*time.Minute, "cluster", "start", "--name", c.Name, "--state-dir", stateDir, "--image-dir", imageDir)
-	locked := false
-	var s statusResp
-	for deadline := time.Now().Add(bootTimeout); ; time.Sleep(2 * time.Second) {
-		if r := ctlQuiet(20*time.Second, append(c.mtls(0), "status", "-o", "json")...); r.err == nil {
-			t.Logf("the node came back locked: it resumes by itself")
-			locked = true
-			break
-		}
-		maint := c.maint(t, 0)
-		if r := ctlQuiet(20*time.Second, append(maint, "status", "-o", "json")...); r.err == nil &&
-			json.Unmarshal([]byte(r.stdout), &s) == nil && s.State == "Boot" && s.LockedBy == "" {
-			t.Logf("the node came back unlocked, in maintenance mode: Init again")
-			mustCtl(t, restartTimeout+initTimeout, append(maint, "init", "--config", c.nodeConfig(0))...)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node answered neither with mutual TLS nor in maintenance mode within %v of its power-on", bootTimeout)
-		}
-	}
-	s = waitStatus(t, func() []string { return c.mtls(0) }, restartTimeout+initTimeout, func(s statusResp) bool {
-		return s.State == "Running" || s.LastError != "" && s.State != "Init" && s.State != "Boot"
+	return comeBackAs(t, c, 0, c.Nodes[0].Name, func(maint []string) {
+		mustCtl(t, restartTimeout+initTimeout, append(maint, "init", "--config", c.nodeConfig(0))...)
 	})
-	if s.State != "Running" {
-		t.Fatalf("after the power cut the node is %s: %s", s.State, s.LastError)
-	}
-	return locked
 }
 
-// mountedVolumes is the filesystem UUID mounted for each of Cairn's volumes of a Running node; it fails
-// the test unless each volume has exactly one filesystem mounted and etcd has exactly one member.
+// mountedVolumes is the filesystem UUID mounted for each of Cairn's volumes of a Running control plane;
+// it fails the test unless each volume has exactly one filesystem mounted and etcd has exactly one member.
 func mountedVolumes(t *testing.T, c *cluster) map[string]string {
 	t.Helper()
-	var m struct {
-		Mounts []struct {
-			Volume string `json:"volume"`
-			UUID   string `json:"uuid"`
-		} `json:"mounts"`
-	}
-	ctlJSON(t, &m, append(c.mtls(0), "mounts")...)
-	mounted := map[string][]string{}
-	for _, x := range m.Mounts {
-		if x.Volume != "" {
-			mounted[x.Volume] = append(mounted[x.Volume], x.UUID)
-		}
-	}
-	out := map[string]string{}
-	for _, v := range []string{"state", "ephemeral", "etcd"} {
-		uuids := slices.Compact(slices.Sorted(slices.Values(mounted[v])))
-		if len(uuids) != 1 {
-			t.Errorf("volume %s: mounted filesystems %v, want exactly one", v, uuids)
-			continue
-		}
-		out[v] = uuids[0]
-	}
+	out := mountedOnce(t, c.mtls(0), []string{"state", "ephemeral", "etcd"})
 	var members struct {
 		Members []struct {
 			Name string `json:"name"`
@@ -245,6 +208,35 @@ func mountedVolumes(t *testing.T, c *cluster) map[string]string {
 	ctlJSON(t, &members, append(c.mtls(0), "etcd", "members")...)
 	if len(members.Members) != 1 {
 		t.Errorf("etcd members: %+v, want this node's one", members.Members)
+	}
+	return out
+}
+
+// mountedOnce is the filesystem UUID mounted for each of the volumes on the node reached with flags; it
+// fails the test unless each has exactly one filesystem mounted.
+func mountedOnce(t *testing.T, flags []string, volumes []string) map[string]string {
+	t.Helper()
+	var m struct {
+		Mounts []struct {
+			Volume string `json:"volume"`
+			UUID   string `json:"uuid"`
+		} `json:"mounts"`
+	}
+	ctlJSON(t, &m, append(flags, "mounts")...)
+	mounted := map[string][]string{}
+	for _, x := range m.Mounts {
+		if x.Volume != "" {
+			mounted[x.Volume] = append(mounted[x.Volume], x.UUID)
+		}
+	}
+	out := map[string]string{}
+	for _, v := range volumes {
+		uuids := slices.Compact(slices.Sorted(slices.Values(mounted[v])))
+		if len(uuids) != 1 {
+			t.Errorf("volume %s: mounted filesystems %v, want exactly one", v, uuids)
+			continue
+		}
+		out[v] = uuids[0]
 	}
 	return out
 }
