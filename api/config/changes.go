@@ -82,6 +82,8 @@ var effects = []struct {
 	{"machine.network", Live, "applied over the running network (bonds and VLANs once made are kept until a reboot)"},
 	{"machine.time", Live, "the SNTP client's servers"},
 	{"machine.kubelet", Live, "the kubelet's config and flags; the kubelet restarts"},
+	{"machine.nodeLabels", Live, "a control plane puts them on the Node within a minute (the ones this config put there before and no longer lists are taken off)"},
+	{"machine.nodeTaints", Live, "a control plane puts them on the Node within a minute (the ones this config put there before and no longer lists are taken off)"},
 	{"machine.registries", Live, "containerd's hosts.toml; containerd re-reads it per pull"},
 	{"machine.upgrade", Live, "read by each upgrade"},
 	{"machine.install", Live, "read by each install"},

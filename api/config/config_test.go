@@ -156,6 +156,24 @@ func TestValidateFields(t *testing.T) {
 			c.Machine.Upgrade.PublicKey = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 		}, ""},
 		{"upgrade key not Ed25519", func(c *MachineConfig) { c.Machine.Upgrade.PublicKey = "c2hvcnQ=" }, "machine.upgrade.publicKey"},
+		{"node labels and taints", func(c *MachineConfig) {
+			c.Machine.NodeLabels = map[string]string{"node-role.kubernetes.io/gpu": "", "example.com/rack": "r1"}
+			c.Machine.NodeTaints = []NodeTaint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}, {Key: "dedicated", Effect: "NoExecute"}}
+		}, ""},
+		{"node label key with a space", func(c *MachineConfig) { c.Machine.NodeLabels = map[string]string{"rack one": "x"} }, "machine.nodeLabels.rack one"},
+		{"node label value too long", func(c *MachineConfig) {
+			c.Machine.NodeLabels = map[string]string{"rack": strings.Repeat("x", 64)}
+		}, "machine.nodeLabels.rack"},
+		{"node label NodeRestriction keeps from nodes", func(c *MachineConfig) {
+			c.Machine.NodeLabels = map[string]string{"node-restriction.kubernetes.io/secure": "yes"}
+		}, "machine.nodeLabels.node-restriction.kubernetes.io/secure"},
+		{"node label in a subdomain of NodeRestriction's", func(c *MachineConfig) {
+			c.Machine.NodeLabels = map[string]string{"pci.node-restriction.kubernetes.io/x": "y"}
+		}, "machine.nodeLabels.pci.node-restriction.kubernetes.io/x"},
+		{"node taint without effect", func(c *MachineConfig) { c.Machine.NodeTaints = []NodeTaint{{Key: "dedicated"}} }, "machine.nodeTaints[0]"},
+		{"node taint twice", func(c *MachineConfig) {
+			c.Machine.NodeTaints = []NodeTaint{{Key: "a", Effect: "NoSchedule"}, {Key: "a", Value: "v", Effect: "NoSchedule"}}
+		}, "machine.nodeTaints[1]"},
 		{"install disk path not a device", func(c *MachineConfig) { c.Machine.Install.Disk.Path = "vdb" }, "machine.install.disk.path"},
 		{"install disk sizes crossed", func(c *MachineConfig) {
 			c.Machine.Install.Disk.MinSize, c.Machine.Install.Disk.MaxSize = 10<<30, 1<<30

@@ -59,6 +59,7 @@ func Validate(c *MachineConfig) error {
 		e.add("machine.kubelet.maxPods", "must not be negative")
 	}
 	validateArgs("machine.kubelet.extraArgs", m.Kubelet.ExtraArgs, &e)
+	validateNodeSpec(m, &e)
 
 	if !dnsLabel.MatchString(cl.Name) {
 		e.add("cluster.name", "%q must be a DNS label: lowercase letters, digits and '-', at most 63", cl.Name)

@@ -17,9 +17,9 @@ import (
 )
 
 // checkApply changes the config of a Running lone control plane the way an operator would (issue 17):
-// an immutable path is refused by name with nothing changed; a kubelet setting and a registry mirror
-// apply live (the kubelet's /configz shows the new value, containerd pulls through the new mirror without
-// a reboot); a broken API server flag applied in try mode is undone by itself and the API serves again.
+// an immutable path is refused by name with nothing changed; a kubelet setting, a registry mirror and the
+// node's labels and taints apply live (the kubelet's /configz shows the new value, containerd pulls through
+// the new mirror without a reboot, the Node carries the label and the taint); a broken API server flag applied in try mode is undone by itself and the API serves again.
 func checkApply(t *testing.T, c *cluster, kc, nodeName string) {
 	mtls := c.mtls(0)
 	base, err := os.ReadFile(c.nodeConfig(0))
@@ -49,6 +49,9 @@ func checkApply(t *testing.T, c *cluster, kc, nodeName string) {
 	live := func(cfg *config.MachineConfig) {
 		cfg.Machine.Kubelet.MaxPods = maxPods
 		cfg.Machine.Registries = map[string]config.Registry{"registry.invalid": {Mirrors: []string{"http://10.0.2.2:" + mirror.port}}}
+		// PreferNoSchedule: the lone node still takes the pods of the steps after this one.
+		cfg.Machine.NodeLabels = map[string]string{"example.com/rack": "r1"}
+		cfg.Machine.NodeTaints = []config.NodeTaint{{Key: "example.com/e2e", Value: "applied", Effect: "PreferNoSchedule"}}
 	}
 
 	t.Run("immutable refused", func(t *testing.T) {
@@ -68,7 +71,8 @@ func checkApply(t *testing.T, c *cluster, kc, nodeName string) {
 	t.Run("kubelet and registry mirror live", func(t *testing.T) {
 		out := mustCtl(t, 10*time.Minute, append(mtls, "apply", "--config", write("live", live))...)
 		t.Logf("apply:\n%s", out)
-		for _, want := range []string{"machine.kubelet.maxPods", "kubelet: healthy and the node Ready", "registries: containerd's hosts.toml", "applied: the config is in force"} {
+		for _, want := range []string{"machine.kubelet.maxPods", "kubelet: healthy and the node Ready", "registries: containerd's hosts.toml",
+			"machine.nodeTaints", "node labels and taints: on the Node", "applied: the config is in force"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("apply output lacks %q", want)
 			}
@@ -81,6 +85,10 @@ func checkApply(t *testing.T, c *cluster, kc, nodeName string) {
 		raw := kubectl(t, kc, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/configz")
 		if err := json.Unmarshal([]byte(raw[strings.Index(raw, "{"):]), &cz); err != nil || cz.KubeletConfig.MaxPods != maxPods {
 			t.Errorf("kubelet /configz maxPods = %d (%v), want %d", cz.KubeletConfig.MaxPods, err, maxPods)
+		}
+		// The Node carries the label and the taint: a control plane put them on, since the kubelet may not.
+		if got := kubectl(t, kc, "get", "node", nodeName, "-o", `jsonpath={.metadata.labels.example\.com/rack} {.spec.taints[?(@.key=="example.com/e2e")].value}`); strings.TrimSpace(got) != "r1 applied" {
+			t.Errorf("Node %s: label example.com/rack and taint example.com/e2e = %q, want \"r1 applied\"", nodeName, got)
 		}
 		// An image of the mirrored registry is asked of the mirror.
 		kubectl(t, kc, "run", "via-mirror", "--image=registry.invalid/cairn/probe:v1", "--restart=Never")

@@ -46,8 +46,9 @@ func testConfig(t *testing.T) *config.MachineConfig {
 		APIVersion: config.APIVersion,
 		Kind:       config.KindMachineConfig,
 		Machine: config.Machine{
-			Type:    config.TypeControlPlane,
-			Kubelet: config.Kubelet{MaxPods: 150, ExtraArgs: map[string]string{"v": "2"}},
+			Type:       config.TypeControlPlane,
+			Kubelet:    config.Kubelet{MaxPods: 150, ExtraArgs: map[string]string{"v": "2"}},
+			NodeTaints: []config.NodeTaint{{Key: "dedicated", Value: "infra", Effect: "NoSchedule"}},
 		},
 		Cluster: config.Cluster{
 			Name:     "demo",

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -51,6 +52,7 @@ type KubeletConfiguration struct {
 	MaxPods                  int32                 `json:"maxPods,omitempty"`
 	SerializeImagePulls      bool                  `json:"serializeImagePulls"`
 	MaxParallelImagePulls    int32                 `json:"maxParallelImagePulls"`
+	RegisterWithTaints       []corev1.Taint        `json:"registerWithTaints,omitempty"`
 }
 
 // KubeletAuthentication is how the kubelet's API authenticates callers.
@@ -112,7 +114,19 @@ func (r *Renderer) KubeletConfiguration(o KubeletOptions) *KubeletConfiguration 
 		// pulls kept an imported image's pull waiting three and a half minutes, failing a test.
 		SerializeImagePulls:   false,
 		MaxParallelImagePulls: maxParallelImagePulls,
+		// The config's taints are on the Node from its registration, before any pod can land there; from
+		// then on a control plane keeps them (workload/nodespec.go), since a kubelet may not change them.
+		RegisterWithTaints: r.taints(),
 	}
+}
+
+// taints are the machine config's node taints as the Node carries them.
+func (r *Renderer) taints() []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range r.cfg.Machine.NodeTaints {
+		out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return out
 }
 
 // maxParallelImagePulls bounds the side-by-side pulls, so a burst of new pods does not saturate the

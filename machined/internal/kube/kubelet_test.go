@@ -1,6 +1,7 @@
 package kube
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -63,6 +64,7 @@ func TestKubeletConfigDecodes(t *testing.T) {
 		"resolvConf":               *kc.ResolverConfig,
 		"serializeImagePulls":      *kc.SerializeImagePulls,
 		"maxParallelImagePulls":    *kc.MaxParallelImagePulls,
+		"registerWithTaints":       kc.RegisterWithTaints,
 	}
 	want := map[string]any{
 		"cgroupDriver":             "cgroupfs",
@@ -83,6 +85,7 @@ func TestKubeletConfigDecodes(t *testing.T) {
 		"resolvConf":               "/etc/resolv.conf",
 		"serializeImagePulls":      false,
 		"maxParallelImagePulls":    int32(4),
+		"registerWithTaints":       []corev1.Taint{{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decoded kubelet config (-want +got):\n%s", diff)

@@ -45,6 +45,16 @@ func (w *Workload) Reconfigure(ctx context.Context, c *config.MachineConfig, cha
 		}
 		progress("kubelet: healthy and the node Ready")
 	}
+	if touches("machine.nodeLabels", "machine.nodeTaints") {
+		if err := w.publishNodeSpec(ctx); err != nil {
+			return fmt.Errorf("node labels and taints: %w", err)
+		}
+		progress("node labels and taints: asked for on the Node; waiting for a control plane to apply them")
+		if err := w.waitNodeSpec(ctx); err != nil {
+			return fmt.Errorf("node labels and taints: %w", err)
+		}
+		progress("node labels and taints: on the Node")
+	}
 	if w.controlPlane() {
 		for _, comp := range []struct{ prefix, name string }{
 			{"cluster.etcd", "etcd"},

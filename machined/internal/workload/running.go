@@ -25,7 +25,8 @@ const (
 )
 
 // WhileRunning is the node's work while it is Running (node.Hooks.Running): the discovery names follow
-// the cluster's membership, and a control plane renews its certificates when they come due, which a node
+// the cluster's membership, a control plane puts on every Node the labels and taints its node asks for
+// (nodespec.go) and renews its certificates when they come due, which a node
 // that runs for months without a reboot needs. It returns when ctx ends.
 func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 	names := time.NewTicker(namesInterval)
@@ -50,6 +51,7 @@ func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 			w.refreshNames(ctx)
 			if cp {
 				w.forgetLeftNodes(ctx)
+				w.applyNodeSpecs(ctx, "")
 			}
 		case <-check.C:
 			if !cp {

@@ -128,14 +128,15 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	ready := []sequence.Task{wait("pod-network", w.podNetwork), nodeReady}
 	// A control plane's API server builds its OpenAPI cache while the node waits for its pod network.
 	cpReady := []sequence.Task{wait("pod-network", alongside(w.podNetwork, w.warmOpenAPI)), nodeReady}
-	// Last: the join service (control planes) and the discovery names.
+	// Last: the join service (control planes), the discovery names and the Node's labels and taints.
 	serve := t("join-service", func(context.Context) error { return w.StartJoinService() })
 	names := t("discovery-names", w.discoveryNames)
+	labels := t("node-labels", w.publishNodeSpec)
 
 	switch {
 	case c.Machine.Type == config.TypeWorker:
 		return slices.Concat(prepare, []sequence.Task{t("worker-files", w.writeWorkerFiles)}, runtime,
-			[]sequence.Task{t("kubelet", w.startKubelet)}, ready, []sequence.Task{names})
+			[]sequence.Task{t("kubelet", w.startKubelet)}, ready, []sequence.Task{names, labels})
 	case seq == fsm.SeqJoin:
 		// A joining control plane's etcd member starts first, as a learner of the existing cluster, and
 		// must vote before the local API server, which talks to it alone, can start.
@@ -149,7 +150,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			wait("apiserver-ready", w.waitAPIServer),
 			t("controller-manifests", w.writeControllers),
 			t("addons", w.applyAddons),
-		}, cpReady, []sequence.Task{serve, names})
+		}, cpReady, []sequence.Task{serve, names, labels})
 	default:
 		return slices.Concat(prepare, []sequence.Task{pki, renew}, runtime, []sequence.Task{
 			t("control-plane-manifests", w.writeControlPlane),
@@ -162,7 +163,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("controller-manifests", w.writeControllers),
 			t("bootstrap-objects", w.publishBootstrap),
 			t("addons", w.applyAddons),
-		}, cpReady, []sequence.Task{serve, names})
+		}, cpReady, []sequence.Task{serve, names, labels})
 	}
 }
 
