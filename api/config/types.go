@@ -48,7 +48,7 @@ type Machine struct {
 	Kubelet  Kubelet  `yaml:"kubelet,omitempty" json:"kubelet,omitempty"`
 	// NodeLabels and NodeTaints are put on the node's Kubernetes Node, and kept there: see nodespec.go.
 	NodeLabels map[string]string `yaml:"nodeLabels,omitempty" json:"nodeLabels,omitempty"`
-	NodeTaints []NodeTaint        `yaml:"nodeTaints,omitempty" json:"nodeTaints,omitempty"`
+	NodeTaints []NodeTaint       `yaml:"nodeTaints,omitempty" json:"nodeTaints,omitempty"`
 	// Registries configures how containerd reaches image registries, keyed by the registry's host[:port]
 	// as image names spell it (docker.io, ghcr.io, registry.example.com:5000). Images the node carries
 	// never need a registry; these are for the ones it does not.
