@@ -1,8 +1,6 @@
 package configapply
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/atomicfile"
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
 )
 
 // HistoryDir is the history's directory under STATE.
@@ -55,7 +54,7 @@ func (h History) Add(e Entry, cfg []byte) (Entry, error) {
 		e.Time = h.now()
 	}
 	e.Time = e.Time.UTC()
-	e.SHA256 = Sum(cfg)
+	e.SHA256 = nodelock.ConfigSum(cfg)
 	base := filepath.Join(h.Dir, fmt.Sprintf("%06d", e.Generation))
 	if err := atomicfile.WriteFile(base+".yaml", cfg, 0o600); err != nil {
 		return e, fmt.Errorf("config history: %w", err)
@@ -113,7 +112,7 @@ func (h History) Config(e Entry) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config history: %w", err)
 	}
-	if Sum(data) != e.SHA256 {
+	if nodelock.ConfigSum(data) != e.SHA256 {
 		return nil, fmt.Errorf("config history: generation %d does not match its recorded hash", e.Generation)
 	}
 	return data, nil
@@ -145,10 +144,4 @@ func (h History) now() time.Time {
 		return h.Now()
 	}
 	return time.Now()
-}
-
-// Sum is the hex SHA-256 of a config, as the node lock records it.
-func Sum(cfg []byte) string {
-	s := sha256.Sum256(cfg)
-	return hex.EncodeToString(s[:])
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cairn-os/cairn/machined/internal/nodelock"
 )
 
 func TestHistoryKeepsTheLastConfigs(t *testing.T) {
@@ -14,7 +16,7 @@ func TestHistoryKeepsTheLastConfigs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Generation != uint32(i+1) || e.SHA256 != Sum([]byte(cfg)) {
+		if e.Generation != uint32(i+1) || e.SHA256 != nodelock.ConfigSum([]byte(cfg)) {
 			t.Errorf("Add(%s) = %+v", cfg, e)
 		}
 	}
@@ -34,12 +36,12 @@ func TestHistoryKeepsTheLastConfigs(t *testing.T) {
 	}
 	// Rolling back from d finds c; from c, b.
 	for current, want := range map[string]string{"d": "c", "c": "b"} {
-		_, cfg, err := h.Previous(Sum([]byte(current)))
+		_, cfg, err := h.Previous(nodelock.ConfigSum([]byte(current)))
 		if err != nil || string(cfg) != want {
 			t.Errorf("Previous(%s) = %q, %v; want %q", current, cfg, err, want)
 		}
 	}
-	if _, _, err := h.Previous(Sum([]byte("b"))); err == nil {
+	if _, _, err := h.Previous(nodelock.ConfigSum([]byte("b"))); err == nil {
 		t.Error("Previous of the oldest kept config succeeded")
 	}
 }

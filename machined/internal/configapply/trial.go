@@ -16,8 +16,7 @@ type Trial struct {
 }
 
 type attempt struct {
-	stop     func() bool
-	deadline time.Time
+	stop func() bool
 }
 
 // Start times a trial: revert runs after timeout unless Confirm comes first.
@@ -27,7 +26,7 @@ func (t *Trial) Start(timeout time.Duration, revert func()) {
 	if t.pending != nil {
 		t.pending.stop()
 	}
-	a := &attempt{deadline: time.Now().Add(timeout)}
+	a := &attempt{}
 	after := t.AfterFunc
 	if after == nil {
 		after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
@@ -60,13 +59,3 @@ func (t *Trial) Confirm() bool {
 
 // Cancel ends a pending trial without reverting it (a reboot brings back the stored config anyway).
 func (t *Trial) Cancel() { t.Confirm() }
-
-// Pending reports whether a trial runs, and until when.
-func (t *Trial) Pending() (bool, time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pending == nil {
-		return false, time.Time{}
-	}
-	return true, t.pending.deadline
-}

@@ -121,8 +121,7 @@ func (l *Lock) Take(owner string, config []byte, extra map[string][]byte) error 
 	if l.rec != nil {
 		return &HeldError{Owner: l.rec.Owner}
 	}
-	sum := sha256.Sum256(config)
-	rec := &Record{Owner: owner, Taken: l.now().UTC(), ConfigSHA256: hex.EncodeToString(sum[:])}
+	rec := &Record{Owner: owner, Taken: l.now().UTC(), ConfigSHA256: ConfigSum(config)}
 	if err := atomicfile.WriteFile(filepath.Join(l.dir, ConfigFile), config, 0o600); err != nil {
 		return fmt.Errorf("store config: %w", err)
 	}
@@ -188,9 +187,12 @@ func (l *Lock) Config() ([]byte, error) {
 	return nil, fmt.Errorf("stored config %s does not match the hash in the node lock", path)
 }
 
-func matches(data []byte, sha string) bool {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]) == sha
+func matches(data []byte, sha string) bool { return ConfigSum(data) == sha }
+
+// ConfigSum is the hex SHA-256 of a config as the lock's record names it (and the config history).
+func ConfigSum(config []byte) string {
+	sum := sha256.Sum256(config)
+	return hex.EncodeToString(sum[:])
 }
 
 // ReplaceConfig makes config the one stored with the lock. The new config is written beside the old one,
@@ -207,8 +209,7 @@ func (l *Lock) ReplaceConfig(config []byte) error {
 		return fmt.Errorf("store the new config: %w", err)
 	}
 	rec := l.rec.clone()
-	sum := sha256.Sum256(config)
-	rec.ConfigSHA256 = hex.EncodeToString(sum[:])
+	rec.ConfigSHA256 = ConfigSum(config)
 	if err := l.write(rec); err != nil {
 		return err
 	}
