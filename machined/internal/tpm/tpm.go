@@ -71,28 +71,23 @@ func (t *TPM) Read(pcrs ...int) ([][]byte, error) {
 	// A TPM answers at most eight PCRs per read.
 	for start := 0; start < len(pcrs); start += 8 {
 		chunk := pcrs[start:min(start+8, len(pcrs))]
-		sel := make([]uint, len(chunk))
-		for i, p := range chunk {
-			if p < 0 || p > 23 {
-				return nil, fmt.Errorf("PCR %d: a TPM has PCRs 0 to 23", p)
-			}
-			sel[i] = uint(p)
+		in, err := pcrSelection(chunk)
+		if err != nil {
+			return nil, err
 		}
-		r, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{
-			Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(sel...)}}}}.Execute(t.t)
+		r, err := tpm2.PCRRead{PCRSelectionIn: in}.Execute(t.t)
 		if err != nil {
 			return nil, fmt.Errorf("read PCRs %v: %w", chunk, err)
 		}
 		// The answer is in ascending PCR order; map it back to the order asked.
-		got := map[uint][]byte{}
-		sorted := slices.Clone(sel)
-		slices.Sort(sorted)
+		got := map[int][]byte{}
+		sorted := slices.Sorted(slices.Values(chunk))
 		for i, d := range r.PCRValues.Digests {
 			if i < len(sorted) {
 				got[sorted[i]] = d.Buffer
 			}
 		}
-		for _, p := range sel {
+		for _, p := range chunk {
 			v, ok := got[p]
 			if !ok {
 				return nil, fmt.Errorf("the TPM did not return PCR %d", p)
