@@ -75,6 +75,7 @@ var effects = []struct {
 }{
 	{"apiVersion", Immutable, "the document's version"},
 	{"kind", Immutable, "the document's kind"},
+	{"bootstrap", Live, "read only from a platform's user data, before the node's first Init"},
 	{"machine.type", Immutable, "the node's role"},
 	{"machine.disks", Immutable, "the volumes were formatted and are found by these selectors"},
 	{"machine.hostname", Reboot, "the node's name is its Kubernetes Node and its certificates' name"},

@@ -28,10 +28,13 @@ const (
 
 // MachineConfig is the whole configuration of one node.
 type MachineConfig struct {
-	APIVersion string  `yaml:"apiVersion" json:"apiVersion"`
-	Kind       string  `yaml:"kind" json:"kind"`
-	Machine    Machine `yaml:"machine" json:"machine"`
-	Cluster    Cluster `yaml:"cluster" json:"cluster"`
+	APIVersion string `yaml:"apiVersion" json:"apiVersion"`
+	Kind       string `yaml:"kind" json:"kind"`
+	// Bootstrap, in a platform's user data, tells a node in maintenance mode to init itself with this
+	// config (the first control plane of a cluster made from user data). Read nowhere else.
+	Bootstrap bool    `yaml:"bootstrap,omitempty" json:"bootstrap,omitempty"`
+	Machine   Machine `yaml:"machine" json:"machine"`
+	Cluster   Cluster `yaml:"cluster" json:"cluster"`
 }
 
 // Machine is what is specific to this node.
