@@ -56,7 +56,7 @@ func (n *Node) ApplyConfig(ctx context.Context, req ApplyRequest, progress func(
 	}
 	raw := req.Config
 	if req.Rollback {
-		e, prev, err := n.history().Previous(n.lock.Record().ConfigSHA256)
+		e, prev, err := n.history().Previous(n.nodeLock().Record().ConfigSHA256)
 		if err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (n *Node) ApplyConfig(ctx context.Context, req ApplyRequest, progress func(
 		progress("dry run: nothing was changed")
 		return nil
 	}
-	oldRaw, err := n.lock.Config()
+	oldRaw, err := n.nodeLock().Config()
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (n *Node) ApplyConfig(ctx context.Context, req ApplyRequest, progress func(
 		return err
 	}
 	if req.Mode == configapply.Staged {
-		if err := n.lock.Stage(raw); err != nil {
+		if err := n.nodeLock().Stage(raw); err != nil {
 			return err
 		}
 		return n.recorded(req, raw, changes, "staged: the config is stored and takes effect at the next boot", progress)
@@ -129,10 +129,10 @@ func (n *Node) ApplyConfig(ctx context.Context, req ApplyRequest, progress func(
 		return nil
 	}
 	n.trial.Cancel() // a stored config ends any trial: it is the one in force now
-	if err := n.lock.ReplaceConfig(raw); err != nil {
+	if err := n.nodeLock().ReplaceConfig(raw); err != nil {
 		return err
 	}
-	if err := n.lock.DropStaged(); err != nil { // the later config wins over one staged before it
+	if err := n.nodeLock().DropStaged(); err != nil { // the later config wins over one staged before it
 		return err
 	}
 	if !plan.RebootAfter {
@@ -191,7 +191,7 @@ func (n *Node) revertTry() {
 	err := n.locked(n.life, fsm.SeqApply, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, liveTimeout)
 		defer cancel()
-		raw, err := n.lock.Config()
+		raw, err := n.nodeLock().Config()
 		if err != nil {
 			return err
 		}
@@ -222,7 +222,7 @@ func (n *Node) confirmTry(client string, progress func(string)) error {
 	if err != nil {
 		return err
 	}
-	if err := n.lock.ReplaceConfig(raw); err != nil {
+	if err := n.nodeLock().ReplaceConfig(raw); err != nil {
 		return err
 	}
 	return n.recorded(ApplyRequest{Client: client, Mode: configapply.Try}, raw, nil, "confirmed: the config on trial is stored and stays in force", progress)
@@ -250,18 +250,18 @@ func (n *Node) startHistory(raw []byte) error {
 	if err != nil || len(list) > 0 {
 		return err
 	}
-	rec := n.lock.Record()
+	rec := n.nodeLock().Record()
 	_, err = h.Add(configapply.Entry{Client: rec.Owner, Mode: configapply.Mode(rec.Owner), Time: rec.Taken}, raw)
 	return err
 }
 
 // ConfigHistory lists the configs applied to the node, newest first, and the hash of the one stored.
 func (n *Node) ConfigHistory() ([]configapply.Entry, string, error) {
-	if n.lock == nil || n.lock.Record() == nil {
+	if n.nodeLock() == nil || n.nodeLock().Record() == nil {
 		return nil, "", ErrNotLocked
 	}
 	list, err := n.history().List()
-	return list, n.lock.Record().ConfigSHA256, err
+	return list, n.nodeLock().Record().ConfigSHA256, err
 }
 
 func (n *Node) history() configapply.History {
@@ -275,13 +275,13 @@ func (n *Node) configEvent(outcome, msg string) {
 // applyStaged puts a staged config in force at boot, before the node's sequence reads it. A staged config
 // that no longer validates is dropped with the reason in the log; the stored one stays.
 func (n *Node) applyStaged() {
-	raw, ok := n.lock.Staged()
+	raw, ok := n.nodeLock().Staged()
 	if !ok {
 		return
 	}
 	var err error
 	if _, err = ParseConfig(raw); err == nil {
-		err = n.lock.ReplaceConfig(raw)
+		err = n.nodeLock().ReplaceConfig(raw)
 	}
 	if err != nil {
 		n.o.Log.Error("the staged config is not put in force", "error", err)
@@ -289,7 +289,7 @@ func (n *Node) applyStaged() {
 	} else {
 		n.configEvent("staged", "the staged config is in force from this boot")
 	}
-	if derr := n.lock.DropStaged(); derr != nil {
+	if derr := n.nodeLock().DropStaged(); derr != nil {
 		n.o.Log.Warn("remove the staged config", "error", derr)
 	}
 }

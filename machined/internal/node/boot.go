@@ -129,7 +129,7 @@ func (n *Node) run(ctx context.Context, release func(), seq fsm.Sequence, cfg *c
 	defer release()
 	err := n.runner(true).Run(ctx, string(seq), n.tasks(seq, cfg, t))
 	if err == nil && seq != fsm.SeqStart {
-		err = n.lock.MarkComplete()
+		err = n.nodeLock().MarkComplete()
 	}
 	if err == nil {
 		err = n.fsm.Transition(fsm.Running)
@@ -208,7 +208,7 @@ func (n *Node) tasks(seq fsm.Sequence, cfg *config.MachineConfig, t *ticket) []s
 	}
 	tasks = append(tasks, n.o.Hooks.storage(cfg, seq, n.setStateDir)...)
 	// STATE moves from RAM to its disk once mounted (a no-op when it was found there at boot).
-	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.lock.Move(n.StateDir()) }})
+	tasks = append(tasks, sequence.Task{Name: "state-on-disk", Run: func(context.Context) error { return n.nodeLock().Move(n.StateDir()) }})
 	if n.o.Hooks.Measure != nil {
 		tasks = append(tasks, sequence.Task{Name: "measure-lock", Run: func(ctx context.Context) error { return n.o.Hooks.Measure(ctx, cfg, n.StateDir()) }})
 	}

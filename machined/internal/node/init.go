@@ -41,10 +41,10 @@ func (n *Node) Init(ctx context.Context, raw, etcdSnapshot []byte) error {
 // takeLock is the common path of Init and Join: the sequence lock, then the node lock (the one-way
 // compare-and-swap that decides the race), then the transition, then the sequence in the background.
 func (n *Node) takeLock(ctx context.Context, seq fsm.Sequence, owner string, cfg *config.MachineConfig, raw []byte, extra map[string][]byte, t *ticket) error {
-	if n.lock == nil {
+	if n.nodeLock() == nil {
 		return errors.New("the node is still booting; try again in a moment")
 	}
-	if n.lock.Record() == nil && n.fsm.State() == fsm.Boot {
+	if n.nodeLock().Record() == nil && n.fsm.State() == fsm.Boot {
 		if err := n.o.Hooks.preflight(ctx, cfg); err != nil {
 			n.refused(seq, err)
 			return err
@@ -55,7 +55,7 @@ func (n *Node) takeLock(ctx context.Context, seq fsm.Sequence, owner string, cfg
 		n.refused(seq, err)
 		return err
 	}
-	if r := n.lock.Record(); r != nil {
+	if r := n.nodeLock().Record(); r != nil {
 		release()
 		err := &nodelock.HeldError{Owner: r.Owner}
 		n.refused(seq, err)
@@ -67,7 +67,7 @@ func (n *Node) takeLock(ctx context.Context, seq fsm.Sequence, owner string, cfg
 		n.refused(seq, err)
 		return err
 	}
-	if err := n.lock.Take(owner, raw, extra); err != nil {
+	if err := n.nodeLock().Take(owner, raw, extra); err != nil {
 		release()
 		n.refused(seq, err)
 		return err

@@ -109,7 +109,7 @@ func (n *Node) storeTicketCertificate(t *machine.JoinTicket) error {
 func (n *Node) Ticket() (*machine.JoinTicket, error) { return n.loadTicket() }
 
 func (n *Node) loadTicket() (*machine.JoinTicket, error) {
-	data, err := os.ReadFile(filepath.Join(n.lock.Dir(), TicketFile))
+	data, err := os.ReadFile(filepath.Join(n.nodeLock().Dir(), TicketFile))
 	if err != nil {
 		return nil, fmt.Errorf("resume Join: %w", err)
 	}

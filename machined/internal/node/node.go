@@ -197,10 +197,18 @@ func (n *Node) setErr(err error) {
 	n.lastErr = err.Error()
 }
 
+// nodeLock is the node lock, once boot has read it (nil before). Boot sets it, and again after a sandbox
+// node's in-process reboot, while RPCs read it: under n.mu.
+func (n *Node) nodeLock() *nodelock.Lock {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lock
+}
+
 func (n *Node) runner(progress bool) *sequence.Runner {
 	r := &sequence.Runner{Bus: n.o.Bus, Log: n.o.Log, Now: n.o.Now}
 	if progress {
-		r.Progress = n.lock
+		r.Progress = n.nodeLock()
 	}
 	return r
 }

@@ -46,18 +46,18 @@ type ResetOptions struct {
 // resumeReset): a node is never left cordoned and Running, or locked without its etcd member.
 func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
 	cfg := n.Machine()
-	recorded := slices.Contains(o.Wipe, "state") && n.lock != nil && n.lock.Record() != nil
+	recorded := slices.Contains(o.Wipe, "state") && n.nodeLock() != nil && n.nodeLock().Record() != nil
 	var before []sequence.Task
 	if recorded {
 		before = append(before, sequence.Task{Name: "record-reset", Run: func(context.Context) error {
-			return n.lock.MarkReset(nodelock.ResetRecord{Wipe: o.Wipe, Graceful: o.Graceful, NoReboot: o.NoReboot, Started: n.o.Now().UTC()})
+			return n.nodeLock().MarkReset(nodelock.ResetRecord{Wipe: o.Wipe, Graceful: o.Graceful, NoReboot: o.NoReboot, Started: n.o.Now().UTC()})
 		}})
 	}
 	if o.Graceful {
 		// Cordon and drain can be undone; leaving (the Node marked left, the etcd member removed) cannot.
 		before = append(before, n.o.Hooks.drain()...)
 		if recorded {
-			before = append(before, sequence.Task{Name: "record-leaving", Run: func(context.Context) error { return n.lock.MarkLeft() }})
+			before = append(before, sequence.Task{Name: "record-leaving", Run: func(context.Context) error { return n.nodeLock().MarkLeft() }})
 		}
 		before = append(before, n.o.Hooks.leave()...)
 	}
@@ -66,14 +66,14 @@ func (n *Node) Reset(ctx context.Context, o ResetOptions) error {
 		// After the wipe: the lock (and the reset's record in it) goes only once everything else has.
 		// Where STATE was a disk the wipe took the files already; this clears a STATE kept in RAM.
 		after = append(after, sequence.Task{Name: "release-node-lock", Run: func(context.Context) error {
-			if n.lock == nil {
+			if n.nodeLock() == nil {
 				return nil
 			}
-			if err := n.lock.Clear(); err != nil {
+			if err := n.nodeLock().Clear(); err != nil {
 				return err
 			}
 			// Only when it is there: on the bare mount point a wiped STATE leaves, unlink fails (EROFS).
-			pki := filepath.Join(n.lock.Dir(), "pki")
+			pki := filepath.Join(n.nodeLock().Dir(), "pki")
 			if _, err := os.Lstat(pki); err != nil {
 				return nil
 			}
