@@ -51,8 +51,8 @@ func (n *Node) boot() error {
 		sequence.Task{Name: "node-identity", Run: func(context.Context) error { return n.loadIdentity(n.StateDir()) }},
 	)
 	err = n.runner(false).Run(ctx, string(fsm.SeqBoot), tasks)
+	n.endSequence(fsm.SeqBoot, err) // before the release: a status without a sequence has its outcome
 	release()
-	n.endSequence(fsm.SeqBoot, err)
 	if err != nil {
 		return err
 	}

@@ -159,8 +159,8 @@ func (n *Node) power(ctx context.Context, seq fsm.Sequence, state fsm.State, bef
 		n.stopRunningWork()
 		tasks := append(append(before, n.o.Hooks.stop(seq)...), after...)
 		err := n.runner(false).Run(runCtx, string(seq), tasks)
+		n.endSequence(seq, err) // before the release: a status without a sequence has its outcome
 		release()
-		n.endSequence(seq, err)
 		if err != nil {
 			return // the node stays in this state with the error in Status; a Shutdown still works
 		}
