@@ -76,7 +76,7 @@ func TestRunningWorkWithoutKubernetes(t *testing.T) {
 	w := &Workload{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}
 	ctx := context.Background()
 	w.approveServingCSRs(ctx)
-	w.forgetLeftNodes(ctx)
+	w.nodePass(ctx)
 	if _, err := w.NodeExists(ctx, "n1"); err == nil {
 		t.Error("NodeExists() without Kubernetes = nil error")
 	}

@@ -47,19 +47,35 @@ func (w *Workload) markLeft(ctx context.Context) error {
 	return nil
 }
 
-// forgetLeftNodes deletes the Node objects of nodes that left (a control plane's Running work).
-func (w *Workload) forgetLeftNodes(ctx context.Context) {
+// nodePass is a control plane's pass over the cluster's Nodes while Running (every namesInterval): the
+// Nodes of nodes that left are deleted, and the others get the labels and taints they ask for.
+func (w *Workload) nodePass(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	c, err := w.admin()
+	c, nodes, err := w.adminNodes(ctx)
 	if err != nil {
 		return
 	}
+	w.forgetLeftNodes(ctx, c, nodes)
+	w.applyNodeSpecs(ctx, c, nodes)
+}
+
+// adminNodes lists the cluster's Nodes with a control plane's admin client.
+func (w *Workload) adminNodes(ctx context.Context) (*kubeapi.Client, []corev1.Node, error) {
+	c, err := w.admin()
+	if err != nil {
+		return nil, nil, err
+	}
 	var nodes corev1.NodeList
 	if err := c.Get(ctx, "/api/v1/nodes", &nodes); err != nil {
-		return
+		return nil, nil, err
 	}
-	for _, name := range leftNodes(nodes.Items, w.Now()) {
+	return c, nodes.Items, nil
+}
+
+// forgetLeftNodes deletes the Node objects of nodes that left.
+func (w *Workload) forgetLeftNodes(ctx context.Context, c *kubeapi.Client, nodes []corev1.Node) {
+	for _, name := range leftNodes(nodes, w.Now()) {
 		if err := c.Delete(ctx, "/api/v1/nodes/"+name); err != nil {
 			w.Log.Warn("delete the Node of a node that left", "node", name, "error", err)
 			continue

@@ -173,15 +173,23 @@ func (w *Workload) publishNodeSpec(ctx context.Context) error {
 	if _, had := n.Annotations[SpecAnnotation]; !had && len(spec.Labels) == 0 && len(spec.Taints) == 0 {
 		return nil
 	}
-	if n.Annotations[SpecAnnotation] != spec.encode() {
+	asked := n.Annotations[SpecAnnotation] != spec.encode()
+	if asked {
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{SpecAnnotation: spec.encode()}}})
 		if err := cli.Patch(ctx, path, patch); err != nil {
 			return fmt.Errorf("ask for the Node's labels and taints on Node %s: %w", name, err)
 		}
 	}
-	if w.controlPlane() {
-		w.applyNodeSpecs(ctx, name)
+	if !w.controlPlane() {
+		return nil
 	}
+	// A control plane applies it to itself at once (cli is the admin here), from the Node as it is now.
+	if asked {
+		if err := cli.Get(ctx, path, &n); err != nil {
+			return fmt.Errorf("read Node %s: %w", name, err)
+		}
+	}
+	w.applyNodeSpecs(ctx, cli, []corev1.Node{n})
 	return nil
 }
 
@@ -222,23 +230,9 @@ func orNone(s string) string {
 	return s
 }
 
-// applyNodeSpecs puts on every Node (only the one named, when only is not empty) what its node asked
-// for: a control plane's Running work, every pass.
-func (w *Workload) applyNodeSpecs(ctx context.Context, only string) {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	c, err := w.admin()
-	if err != nil {
-		return
-	}
-	var nodes corev1.NodeList
-	if err := c.Get(ctx, "/api/v1/nodes", &nodes); err != nil {
-		return
-	}
-	for _, n := range nodes.Items {
-		if only != "" && n.Name != only {
-			continue
-		}
+// applyNodeSpecs puts on the Nodes what their nodes asked for (a control plane's pass, nodePass).
+func (w *Workload) applyNodeSpecs(ctx context.Context, c *kubeapi.Client, nodes []corev1.Node) {
+	for _, n := range nodes {
 		patch, err := specPatch(n)
 		if err != nil {
 			w.Log.Warn("node labels and taints not applied", "node", n.Name, "error", err)

@@ -50,8 +50,7 @@ func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 		case <-names.C:
 			w.refreshNames(ctx)
 			if cp {
-				w.forgetLeftNodes(ctx)
-				w.applyNodeSpecs(ctx, "")
+				w.nodePass(ctx)
 			}
 		case <-check.C:
 			if !cp {
