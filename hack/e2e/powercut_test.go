@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -43,14 +42,12 @@ func TestPowerCut(t *testing.T) {
 		seed = uint64(envInt(t, "CAIRN_POWERCUT_SEED", 0))
 	}
 	phase := os.Getenv("CAIRN_POWERCUT_PHASE")
-	cut := func(t *testing.T, name string, at time.Duration) bool { return powerCut(t, name, at) }
-	span := powercutInit
+	cut, span := powerCut, powercutInit
 	switch phase {
 	case "", "init":
 		phase = "init"
 	case "reset":
-		cut = func(t *testing.T, name string, at time.Duration) bool { return powerCutReset(t, name, at) }
-		span = powercutReset
+		cut, span = powerCutReset, powercutReset
 	case "join":
 		// One control plane serves every point; each point adds a worker to it.
 		c := createCluster(t, "pcj", createTimeout)
@@ -68,51 +65,24 @@ func TestPowerCut(t *testing.T) {
 		}
 	}
 	t.Logf("power cuts during %s: %d points, seed %d (CAIRN_POWERCUT_SEED=%d repeats them): %v", phase, points, seed, seed, cuts)
-	// PARALLEL=2 runs Init points two at a time, each VM with one vCPU: two single-vCPU TCG guests on the
-	// host's two cores go at about the speed of one, so a 20-point run takes about half the time.
-	parallel := max(envInt(t, "CAIRN_POWERCUT_PARALLEL", 1), 1)
-	if phase != "init" {
-		parallel = 1 // a join's points share one control plane; a reset's Init is the long part
-	}
-	if parallel > 1 {
-		cut = func(t *testing.T, name string, at time.Duration) bool { return powerCut(t, name, at, "--cpus", "1") }
-	}
-	var mu sync.Mutex
 	survived, lost := 0, 0
-	t.Run("points", func(t *testing.T) {
-		for i, at := range cuts {
-			t.Run(fmt.Sprintf("cut%02d_at_%.0fs", i+1, at.Seconds()), func(t *testing.T) {
-				if parallel > 1 {
-					t.Parallel() // as many at once as go test's -parallel, which the Makefile sets to PARALLEL
-				}
-				defer func() {
-					mu.Lock()
-					defer mu.Unlock()
-					if !t.Failed() {
-						survived++
-					}
-				}()
-				if dataLost := cut(t, fmt.Sprintf("pc%d", i+1), at); dataLost {
-					mu.Lock()
-					lost++
-					mu.Unlock()
-				}
-			})
+	for i, at := range cuts {
+		ok := t.Run(fmt.Sprintf("cut%02d_at_%.0fs", i+1, at.Seconds()), func(t *testing.T) {
+			if dataLost := cut(t, fmt.Sprintf("pc%d", i+1), at); dataLost {
+				lost++
+			}
+		})
+		if ok {
+			survived++
 		}
-	})
+	}
 	what := map[string]string{"init": "formatted twice", "join": "formatted twice", "reset": "etcd data lost"}[phase]
 	fmt.Printf("powercut: %s, seed %d: tried %d, survived %d, %s %d\n", phase, seed, points, survived, what, lost)
 }
 
-// createMu keeps two points' cluster creates apart: each picks a free L2 group among the clusters saved,
-// and two at once could pick the same one.
-var createMu sync.Mutex
-
 // powerCut runs one point; it reports whether a volume was formatted a second time.
-func powerCut(t *testing.T, name string, at time.Duration, create ...string) bool {
-	createMu.Lock()
-	c := createCluster(t, name, createTimeout, append([]string{"--no-init"}, create...)...)
-	createMu.Unlock()
+func powerCut(t *testing.T, name string, at time.Duration) bool {
+	c := createCluster(t, name, createTimeout, "--no-init")
 	n := c.Nodes[0]
 	maint := func() []string { return c.maint(t, 0) }
 	initCmd := exec.Command(cairnctl, append(maint(), "init", "--config", c.nodeConfig(0))...)
