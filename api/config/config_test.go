@@ -170,6 +170,9 @@ func TestValidateFields(t *testing.T) {
 		{"node label in a subdomain of NodeRestriction's", func(c *MachineConfig) {
 			c.Machine.NodeLabels = map[string]string{"pci.node-restriction.kubernetes.io/x": "y"}
 		}, "machine.nodeLabels.pci.node-restriction.kubernetes.io/x"},
+		{"node label that makes a control plane", func(c *MachineConfig) {
+			c.Machine.NodeLabels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		}, "machine.nodeLabels.node-role.kubernetes.io/control-plane"},
 		{"node taint without effect", func(c *MachineConfig) { c.Machine.NodeTaints = []NodeTaint{{Key: "dedicated"}} }, "machine.nodeTaints[0]"},
 		{"node taint twice", func(c *MachineConfig) {
 			c.Machine.NodeTaints = []NodeTaint{{Key: "a", Effect: "NoSchedule"}, {Key: "a", Value: "v", Effect: "NoSchedule"}}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,10 +37,18 @@ var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
 // since a control plane applies what the node asks for.
 const RestrictedLabelPrefix = "node-restriction.kubernetes.io/"
 
+// ControlPlaneLabels mark a Node as a control plane. Cairn puts the first on its control planes itself, and
+// the cluster's machines find their control planes by it (the discovery names), so no config may ask for
+// either: a worker that could would be taken for a control plane.
+var ControlPlaneLabels = []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+
 // CheckNodeLabel says what is wrong with one label, "" when nothing is.
 func CheckNodeLabel(key, value string) string {
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
 		return fmt.Sprintf("%q is not a label key: %s", key, strings.Join(errs, "; "))
+	}
+	if slices.Contains(ControlPlaneLabels, key) {
+		return fmt.Sprintf("%q marks control planes: Cairn puts it on them itself, and no config may ask for it", key)
 	}
 	if restrictedLabel(key) {
 		return fmt.Sprintf("%q is in the %s namespace, which nodes may not set (NodeRestriction): label the Node with kubectl as an admin", key, RestrictedLabelPrefix)

@@ -77,6 +77,11 @@ func TestSpecPatch(t *testing.T) {
 			err:         "node-restriction.kubernetes.io/trusted",
 		},
 		{
+			name:        "a worker that asks to be taken for a control plane",
+			annotations: map[string]string{SpecAnnotation: spec(map[string]string{"node-role.kubernetes.io/control-plane": ""})},
+			err:         "marks control planes",
+		},
+		{
 			name:        "a garbled spec",
 			annotations: map[string]string{SpecAnnotation: "{labels"},
 			err:         SpecAnnotation,
