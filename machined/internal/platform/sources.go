@@ -51,10 +51,9 @@ func (s NoCloudURL) Fetch(ctx context.Context) (*Metadata, error) {
 		return nil, ErrAbsent
 	}
 	base := strings.TrimSuffix(s.URL, "/") + "/"
+	c := client(s.Client)
 	get := func(name string, limit int64) ([]byte, error) {
-		return httpGet(ctx, client(s.Client), func(ctx context.Context) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, base+name, nil)
-		}, limit)
+		return request(ctx, c, http.MethodGet, base+name, nil, limit)
 	}
 	ud, err := get("user-data", userDataLimit)
 	if err != nil {
@@ -91,13 +90,8 @@ func (EC2) Name() string { return "ec2" }
 func (s EC2) Fetch(ctx context.Context) (*Metadata, error) {
 	base := orDefault(s.Base, "http://169.254.169.254")
 	c := client(s.Client)
-	token, err := httpGet(ctx, c, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPut, base+"/latest/api/token", nil)
-		if err == nil {
-			r.Header.Set("X-aws-ec2-metadata-token-ttl-seconds", "300")
-		}
-		return r, err
-	}, metadataLimit)
+	token, err := request(ctx, c, http.MethodPut, base+"/latest/api/token",
+		http.Header{"X-Aws-Ec2-Metadata-Token-Ttl-Seconds": {"300"}}, metadataLimit)
 	var status *statusError
 	if errors.As(err, &status) {
 		return nil, fmt.Errorf("the metadata service refused an IMDSv2 session token (%w); IMDSv1 is not used", err)
@@ -109,13 +103,7 @@ func (s EC2) Fetch(ctx context.Context) (*Metadata, error) {
 		return nil, fmt.Errorf("%w: the metadata service gave no IMDSv2 token", ErrAbsent)
 	}
 	get := func(path string, limit int64) ([]byte, error) {
-		return httpGet(ctx, c, func(ctx context.Context) (*http.Request, error) {
-			r, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-			if err == nil {
-				r.Header.Set("X-aws-ec2-metadata-token", string(token))
-			}
-			return r, err
-		}, limit)
+		return request(ctx, c, http.MethodGet, base+path, http.Header{"X-Aws-Ec2-Metadata-Token": {string(token)}}, limit)
 	}
 	ud, err := get("/latest/user-data", userDataLimit)
 	if err != nil {
@@ -142,13 +130,7 @@ func (s GCE) Fetch(ctx context.Context) (*Metadata, error) {
 	flavored := false
 	c := withFlavorCheck(client(s.Client), &flavored)
 	get := func(path string, limit int64) ([]byte, error) {
-		return httpGet(ctx, c, func(ctx context.Context) (*http.Request, error) {
-			r, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-			if err == nil {
-				r.Header.Set("Metadata-Flavor", "Google")
-			}
-			return r, err
-		}, limit)
+		return request(ctx, c, http.MethodGet, base+path, http.Header{"Metadata-Flavor": {"Google"}}, limit)
 	}
 	// The hostname first: it is always there, so its answer says whether this is GCE.
 	host, err := get("hostname", metadataLimit)
@@ -240,6 +222,19 @@ func readLimited(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return data, nil
+}
+
+// request is httpGet of one method, URL and headers.
+func request(ctx context.Context, c *http.Client, method, url string, header http.Header, limit int64) ([]byte, error) {
+	return httpGet(ctx, c, func(ctx context.Context) (*http.Request, error) {
+		r, err := http.NewRequestWithContext(ctx, method, url, nil)
+		if err == nil {
+			for k, v := range header {
+				r.Header[k] = v
+			}
+		}
+		return r, err
+	}, limit)
 }
 
 func client(c *http.Client) *http.Client {
