@@ -138,6 +138,9 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		VIPEvent: func(outcome, message string) {
 			bus.Publish(events.Event{Kind: events.KindVIP, Outcome: outcome, Message: message})
 		},
+		NamesEvent: func(message string) {
+			bus.Publish(events.Event{Kind: events.KindNames, Outcome: "updated", Message: message})
+		},
 		StartJoinService: func() error {
 			cert, err := n.IdentityChain()
 			if err != nil {

@@ -158,6 +158,8 @@ func flannelPod(o Options, ep endpoint) corev1.PodSpec {
 			{Name: "xtables-lock", MountPath: "/run/xtables.lock"},
 		},
 	}
+	hostsMounts, hostsVolumes := etcHosts(o.HostPaths)
+	container.VolumeMounts = append(container.VolumeMounts, hostsMounts...)
 	return corev1.PodSpec{
 		PriorityClassName:  systemNodeCritical,
 		HostNetwork:        true,
@@ -167,13 +169,13 @@ func flannelPod(o Options, ep endpoint) corev1.PodSpec {
 		// tolerates a NoExecute taint and stays would lose its network if flannel were evicted.
 		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		Containers:  []corev1.Container{container},
-		Volumes: []corev1.Volume{
+		Volumes: append([]corev1.Volume{
 			// subnet.env, flannel's record of its lease; unchecked, so containerd creates the directory.
 			hostPathVolume("run", o.HostPaths.FlannelRun, nil),
 			configMapVolume("flannel-cfg", flannelConfigMap),
 			// Upstream mounts it for iptables mode; kept so flannel and kube-proxy share one lock whatever
 			// mode either runs.
 			xtablesLock(o.HostPaths.XtablesLock),
-		},
+		}, hostsVolumes...),
 	}
 }

@@ -100,6 +100,18 @@ func xtablesLock(hostPath string) corev1.Volume {
 	return hostPathVolume("xtables-lock", hostPath, &t)
 }
 
+// etcHosts mounts the node's /etc/hosts, read-only, when HostPaths.EtcHosts names it: machined rewrites
+// it in place, so the pod sees a control plane's new address as soon as the node does. File: the
+// pod must not start with an empty one in its place.
+func etcHosts(hp HostPaths) ([]corev1.VolumeMount, []corev1.Volume) {
+	if hp.EtcHosts == "" {
+		return nil, nil
+	}
+	t := corev1.HostPathFile
+	return []corev1.VolumeMount{{Name: "etc-hosts", MountPath: "/etc/hosts", ReadOnly: true}},
+		[]corev1.Volume{hostPathVolume("etc-hosts", hp.EtcHosts, &t)}
+}
+
 // fieldEnv is an environment variable from the downward API.
 func fieldEnv(name, fieldPath string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{

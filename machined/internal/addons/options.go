@@ -70,6 +70,11 @@ type HostPaths struct {
 	XtablesLock string
 	// LibModules is the kernel's module tree (/lib/modules), for kube-proxy to load what it needs.
 	LibModules string
+	// EtcHosts is the node's /etc/hosts, mounted into kube-proxy and flannel when APIServer is the
+	// discovery name machined keeps there: the kubelet gives a host-network pod a copy made when the
+	// pod starts, which would keep a control plane's old address for the pod's life. Empty: not
+	// mounted (sandbox mode, where APIServer is an address).
+	EtcHosts string
 }
 
 // DefaultHostPaths are the host paths under p's root: the real node's with Root "/".
@@ -220,6 +225,9 @@ func (o Options) validate() (endpoint, error) {
 		if r := o.CoreDNS.ReplicasOrDefault(); r < 1 {
 			add("CoreDNS.Replicas %d is not a positive number (set CoreDNS.Disabled to run none)", r)
 		}
+	}
+	if o.HostPaths.EtcHosts != "" {
+		hostPath("EtcHosts", o.HostPaths.EtcHosts)
 	}
 	if o.flannelEnabled() {
 		image("Flannel", o.Images.Flannel)

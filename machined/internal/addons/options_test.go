@@ -277,6 +277,47 @@ func TestDefaultHostPaths(t *testing.T) {
 	}
 }
 
+// With discovery names, the host-network add-ons reach the API by api.internal.<cluster> and read it
+// from the node's /etc/hosts itself, not from the copy the kubelet makes when the pod starts (a
+// control plane's new address would never reach it); without them (sandbox mode), no such mount.
+func TestEtcHostsMount(t *testing.T) {
+	for _, hosts := range []string{"", "/etc/hosts"} {
+		o := testOptions()
+		o.APIServer = "https://api.internal.demo:6443"
+		o.HostPaths.EtcHosts = hosts
+		objs := mustRender(t, o)
+		for _, ds := range []string{KubeProxyDaemonSet, FlannelDaemonSet} {
+			spec := daemonSet(t, objs, ds).Spec.Template.Spec
+			var mounted, volume bool
+			for _, m := range spec.Containers[0].VolumeMounts {
+				mounted = mounted || m.MountPath == "/etc/hosts" && m.ReadOnly
+			}
+			for _, v := range spec.Volumes {
+				volume = volume || v.HostPath != nil && v.HostPath.Path == hosts && hosts != "" &&
+					v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathFile
+			}
+			if want := hosts != ""; mounted != want || volume != want {
+				t.Errorf("EtcHosts %q: %s mounts /etc/hosts read-only = %v, from a File host path = %v; want %v",
+					hosts, ds, mounted, volume, want)
+			}
+		}
+	}
+	if flannelHost := daemonSetContainer(t, mustRender(t, func() Options {
+		o := testOptions()
+		o.APIServer = "https://api.internal.demo:6443"
+		return o
+	}()), FlannelDaemonSet).Env; !slices.ContainsFunc(flannelHost, func(e corev1.EnvVar) bool {
+		return e.Name == "KUBERNETES_SERVICE_HOST" && e.Value == "api.internal.demo"
+	}) {
+		t.Errorf("flannel's KUBERNETES_SERVICE_HOST is not the discovery name: %+v", flannelHost)
+	}
+	o := testOptions()
+	o.HostPaths.EtcHosts = "etc/hosts"
+	if _, err := Render(o); err == nil || !strings.Contains(err.Error(), "HostPaths.EtcHosts") {
+		t.Errorf("Render with a relative EtcHosts: error = %v, want one naming HostPaths.EtcHosts", err)
+	}
+}
+
 // Every add-on container asks for CPU. A pod without a request is BestEffort, with a CPU weight of 1
 // on the node: on a control plane whose CPUs are busy (emulation, a stolen host) kube-proxy waited for
 // CPU for over ten minutes, and no Service answered.

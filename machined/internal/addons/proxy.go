@@ -170,6 +170,8 @@ func kubeProxy(o Options) ([]kube.Object, error) {
 			{Name: "lib-modules", MountPath: "/lib/modules", ReadOnly: true},
 		},
 	}
+	hostsMounts, hostsVolumes := etcHosts(o.HostPaths)
+	container.VolumeMounts = append(container.VolumeMounts, hostsMounts...)
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   typeDaemonSet,
 		ObjectMeta: objectMeta(KubeProxyDaemonSet, kubeProxyLabels),
@@ -186,11 +188,11 @@ func kubeProxy(o Options) ([]kube.Object, error) {
 					// Every node, whatever its taints: without kube-proxy no pod on it reaches a Service.
 					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 					Containers:  []corev1.Container{container},
-					Volumes: []corev1.Volume{
+					Volumes: append([]corev1.Volume{
 						configMapVolume(kubeProxyName, cm.Name),
 						xtablesLock(o.HostPaths.XtablesLock),
 						hostPathVolume("lib-modules", o.HostPaths.LibModules, nil),
-					},
+					}, hostsVolumes...),
 				},
 			},
 		},

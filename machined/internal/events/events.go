@@ -31,6 +31,9 @@ const (
 	KindConfig = "config"
 	// KindSequence marks the end of a sequence (outcome done or failed).
 	KindSequence = "sequence"
+	// KindNames: the discovery names this node keeps in /etc/hosts (api.internal.<cluster> and the
+	// control planes') changed, outcome "updated": a control plane joined, left or changed its address.
+	KindNames = "names"
 )
 
 // Task outcomes.

@@ -64,7 +64,8 @@ func (r *Renderer) certKubeconfig(c *cas, server string, req pki.Request, now ti
 		clientcmdv1.AuthInfo{ClientCertificateData: p.Cert, ClientKeyData: p.Key})
 }
 
-// BootstrapKubeconfig is a worker kubelet's --bootstrap-kubeconfig: the cluster endpoint, the cluster CA
+// BootstrapKubeconfig is a worker kubelet's --bootstrap-kubeconfig: the internal endpoint (the kubelet
+// writes its kubelet.conf with the same server), the cluster CA
 // (from the join ticket) and the bootstrap token, which may only create a CSR for the node's own
 // client certificate.
 func (r *Renderer) BootstrapKubeconfig(caCert []byte, token string) ([]byte, error) {
@@ -74,7 +75,7 @@ func (r *Renderer) BootstrapKubeconfig(caCert []byte, token string) ([]byte, err
 	if token == "" {
 		return nil, fmt.Errorf("render %s: the bootstrap token is empty", BootstrapKubeletConf)
 	}
-	return r.kubeconfig(r.endpoint, caCert, "tls-bootstrap-token-user", clientcmdv1.AuthInfo{Token: token})
+	return r.kubeconfig(r.InternalEndpoint(), caCert, "tls-bootstrap-token-user", clientcmdv1.AuthInfo{Token: token})
 }
 
 // kubeconfig is a one-cluster, one-user, one-context kubeconfig.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cairn-os/cairn/api/pki"
+	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/google/go-cmp/cmp"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
@@ -96,6 +97,25 @@ func TestBootstrapKubeconfig(t *testing.T) {
 		t.Errorf("token = %q, want the bootstrap token", got)
 	}
 	golden(t, "kubeconfig/bootstrap-kubelet.conf", elideKubeconfig(t, f.Data))
+	if got, want := kc.Clusters[0].Cluster.Server, r.Endpoint(); got != want {
+		t.Errorf("server without discovery names (sandbox mode) = %q, want the cluster endpoint %q", got, want)
+	}
+
+	// On a real node the kubelet reaches the API by its discovery name, which outlives the address of
+	// the control plane a cluster endpoint often is.
+	named := testNode
+	named.DiscoveryNames = true
+	rn, err := New(testConfig(t), named, paths.Paths{Root: "/"}, DefaultImages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := rn.BootstrapKubeconfig(ca, "abcdef.0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := decodeKubeconfig(t, data).Clusters[0].Cluster.Server, "https://api.internal.demo:6443"; got != want {
+		t.Errorf("server with discovery names = %q, want %q", got, want)
+	}
 
 	for _, tt := range []struct {
 		name, ca, token, wantErr string

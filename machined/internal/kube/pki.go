@@ -143,32 +143,17 @@ func (r *Renderer) leaves(c *cas) []leaf {
 // loopbacks are the addresses the controller-manager and the scheduler serve on (bind-address).
 var loopbacks = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 
-// MissingPKI names the leaf certificates and keys that PKI renders but that are not on disk: a node
-// whose PKI was written by an older Cairn lacks the ones added since, and its static pods would not
-// start without them.
-func (r *Renderer) MissingPKI() []string {
-	c := &cas{} // leaves only needs the names, not the CAs
-	var missing []string
-	for _, l := range r.leaves(c) {
-		for _, name := range []string{l.cert, l.key} {
-			if _, err := os.Stat(r.layout.PKIFile(name)); err != nil {
-				missing = append(missing, name)
-			}
-		}
-	}
-	return missing
-}
-
 func (r *Renderer) pkiFile(name string, data []byte, mode os.FileMode) File {
 	return File{Path: r.layout.PKIFile(name), Data: data, Mode: mode}
 }
 
 // apiServerDNSNames are the serving certificate's names: the in-cluster Service names, the node's
-// name, localhost, the endpoint's host when it is a name, and apiServer.certSANs names.
+// name, localhost, the discovery name (api.internal.<cluster>, always: a node in sandbox mode may be
+// reached by it from real ones), the endpoint's host when it is a name, and apiServer.certSANs names.
 func (r *Renderer) apiServerDNSNames() []string {
 	names := []string{
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc",
-		"kubernetes.default.svc." + r.dnsDomain, r.node.Name, "localhost",
+		"kubernetes.default.svc." + r.dnsDomain, r.node.Name, "localhost", r.InternalName(),
 	}
 	extra := append([]string{r.endpointHst}, r.cfg.Cluster.APIServer.CertSANs...)
 	for _, s := range extra {

@@ -4,13 +4,16 @@ import (
 	"crypto"
 	"crypto/x509"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-os/cairn/api/pki"
+	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -67,7 +70,7 @@ func TestPKICertificates(t *testing.T) {
 		APIServerCert: {
 			ca: CACert, cn: "kube-apiserver", usages: []x509.ExtKeyUsage{server},
 			dnsNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
-				"kubernetes.default.svc.cluster.local", "cp-1", "localhost", "api.demo.example", "lb.demo.example"},
+				"kubernetes.default.svc.cluster.local", "cp-1", "localhost", "api.internal.demo", "api.demo.example", "lb.demo.example"},
 			ips: []string{"10.96.0.1", "192.168.50.10", "10.0.2.15", "127.0.0.1", "203.0.113.7"},
 		},
 		APIServerKubeletCert: {ca: CACert, cn: "kube-apiserver-kubelet-client", org: []string{"system:masters"},
@@ -232,28 +235,65 @@ func ipStrings(ips []net.IP) []string {
 	return out
 }
 
-// A node whose PKI an older Cairn wrote lacks the files added since; MissingPKI names them so the boot's
-// certificate check reissues the set before the static pods that need them start.
-func TestMissingPKI(t *testing.T) {
+// A node whose PKI an older Cairn wrote lacks the files and names added since, and a node whose
+// address changed has serving certificates without it; StalePKI names them so the boot's certificate
+// check reissues the set before the static pods that need them start.
+func TestStalePKI(t *testing.T) {
 	root := t.TempDir()
 	r := newRendererAt(t, root)
 	files, err := r.PKI(testNow)
 	if err != nil {
 		t.Fatalf("PKI: %v", err)
 	}
-	if got := r.MissingPKI(); len(got) != 18 {
-		t.Errorf("MissingPKI() before writing = %v, want the 18 leaf files (9 certificates and their keys)", got)
+	if got := r.StalePKI(); len(got) != 18 {
+		t.Errorf("StalePKI() before writing = %v, want the 18 leaf files (9 certificates and their keys)", got)
 	}
 	if err := WriteFiles(files); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.MissingPKI(); len(got) != 0 {
-		t.Errorf("MissingPKI() after writing = %v, want none", got)
+	if got := r.StalePKI(); len(got) != 0 {
+		t.Errorf("StalePKI() after writing = %v, want none", got)
 	}
 	if err := os.Remove(r.layout.PKIFile(SchedulerServerKey)); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{SchedulerServerKey}, r.MissingPKI()); diff != "" {
-		t.Errorf("MissingPKI() without the scheduler's key (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{SchedulerServerKey}, r.StalePKI()); diff != "" {
+		t.Errorf("StalePKI() without the scheduler's key (-want +got):\n%s", diff)
+	}
+	if err := WriteFiles(files); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same node with a new address: the certificates that carry the node's addresses are stale.
+	moved := testNode
+	moved.IPs = []netip.Addr{netip.MustParseAddr("10.5.0.99")}
+	r2, err := New(testConfig(t), moved, paths.Paths{Root: root}, DefaultImages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{APIServerCert, EtcdServerCert, EtcdPeerCert}
+	if diff := cmp.Diff(want, r2.StalePKI()); diff != "" {
+		t.Errorf("StalePKI() after the node's address changed (-want +got):\n%s", diff)
+	}
+
+	// A PKI an older Cairn wrote, without the discovery name in the API server's certificate.
+	old := r.leaves(&cas{})[0]
+	if old.cert != APIServerCert {
+		t.Fatalf("first leaf = %s, want %s", old.cert, APIServerCert)
+	}
+	c, err := r.cas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.req.DNSNames = slices.DeleteFunc(slices.Clone(old.req.DNSNames), func(n string) bool { return n == r.InternalName() })
+	p, err := c.kubernetes.Sign(old.req, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.layout.PKIFile(APIServerCert), p.Cert, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{APIServerCert}, r.StalePKI()); diff != "" {
+		t.Errorf("StalePKI() with an API server certificate without %s (-want +got):\n%s", r.InternalName(), diff)
 	}
 }

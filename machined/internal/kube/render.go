@@ -36,6 +36,10 @@ type Node struct {
 	// IPs are the node's addresses. The first is the primary one (kube-apiserver's advertise address,
 	// etcd's peer address, the kubelet's --node-ip) unless machine.kubelet.nodeIP names another.
 	IPs []netip.Addr
+	// DiscoveryNames: machined keeps api.internal.<cluster> in this node's /etc/hosts (and every other
+	// node's), so workers' kubelets and the host-network add-ons reach the API by that name. False in
+	// sandbox mode, where /etc/hosts is the host's: they use the cluster endpoint.
+	DiscoveryNames bool
 }
 
 // Images are the container images the node runs; all are in the bundle, none is ever pulled.
@@ -138,6 +142,22 @@ func (r *Renderer) Layout() Layout { return r.layout }
 
 // Endpoint is the cluster's API endpoint, https://HOST:PORT.
 func (r *Renderer) Endpoint() string { return r.endpoint }
+
+// InternalName is the name every Cairn node resolves to the API (protokube's api.internal.<cluster>):
+// the cluster's virtual IP when it has one, else every control plane's address, kept current from
+// the cluster's membership (workload.discoveryNames).
+func (r *Renderer) InternalName() string { return "api.internal." + r.cfg.Cluster.Name }
+
+// InternalEndpoint is the URL a worker's kubelet and the host-network add-ons use for the API: by
+// InternalName on the API servers' own port, so they keep reaching an API server when the first
+// control plane, whose address a cluster endpoint often is, goes away or changes its address. In
+// sandbox mode (no discovery names), the cluster endpoint.
+func (r *Renderer) InternalEndpoint() string {
+	if !r.node.DiscoveryNames {
+		return r.endpoint
+	}
+	return "https://" + net.JoinHostPort(r.InternalName(), strconv.Itoa(APIServerPort))
+}
 
 // PodCIDR and ServiceCIDR are the cluster's address ranges; DNSDomain its DNS domain.
 func (r *Renderer) PodCIDR() netip.Prefix     { return r.podCIDR }

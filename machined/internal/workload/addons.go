@@ -24,8 +24,12 @@ const vxlanOverhead = 50
 func (w *Workload) addonOptions() addons.Options {
 	r, c := w.Renderer(), w.config()
 	imgs := r.Images()
+	hp := addons.DefaultHostPaths(w.Paths)
+	if w.Hosts != nil {
+		hp.EtcHosts = w.Paths.Join("etc", "hosts") // where discoveryNames keeps api.internal.<cluster>
+	}
 	return addons.Options{
-		APIServer:    r.Endpoint(),
+		APIServer:    r.InternalEndpoint(),
 		PodCIDR:      r.PodCIDR(),
 		ServiceCIDR:  r.ServiceCIDR(),
 		DNSDomain:    r.DNSDomain(),
@@ -34,7 +38,7 @@ func (w *Workload) addonOptions() addons.Options {
 		Proxy:        c.Cluster.Proxy,
 		CoreDNS:      c.Cluster.CoreDNS,
 		CNI:          c.Cluster.Network.CNIOrDefault(),
-		HostPaths:    addons.DefaultHostPaths(w.Paths),
+		HostPaths:    hp,
 	}
 }
 

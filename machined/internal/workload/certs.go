@@ -18,14 +18,14 @@ func (w *Workload) Certificates(context.Context) ([]certs.Cert, error) {
 }
 
 // renewCertificates re-issues a control plane's leaf certificates and kubeconfigs when one of them has
-// less than a third of its life left, is missing or cannot be read, on every boot before the static
+// less than a third of its life left, is missing, cannot be read or lacks a name or address the node now has (StalePKI), on every boot before the static
 // pods start, so they start with the new ones. The CAs come from the config and are never changed here.
 // It renews them all at once: they were issued together, and one renewal keeps them in step.
 func (w *Workload) renewCertificates(ctx context.Context) error {
 	list, err := w.Certificates(ctx)
 	now := w.Now()
 	due := certs.Due(list, now)
-	missing := w.Renderer().MissingPKI()
+	missing := w.Renderer().StalePKI()
 	if err == nil && len(due) == 0 && len(list) > 0 && len(missing) == 0 {
 		next := time.Time{}
 		for _, c := range list {
@@ -40,6 +40,6 @@ func (w *Workload) renewCertificates(ctx context.Context) error {
 	for _, c := range due {
 		names = append(names, c.Name+" (expires "+c.NotAfter.Format(time.DateOnly)+")")
 	}
-	w.Log.Info("renewing the control plane's certificates", "due", names, "missing", missing, "unreadable", err)
+	w.Log.Info("renewing the control plane's certificates", "due", names, "stale", missing, "unreadable", err)
 	return w.writePKI(ctx)
 }

@@ -74,6 +74,8 @@ type Workload struct {
 	StartJoinService func() error
 	// Hosts publishes discovery names into /etc/hosts (nil: not this node's job, e.g. sandbox mode).
 	Hosts func(map[string][]netip.Addr)
+	// NamesEvent reports that the discovery names changed, with what they are now (nil: no events).
+	NamesEvent func(message string)
 	// StateDir is where STATE is now; an Init from an etcd snapshot finds the snapshot there, and
 	// /etc/kubernetes lives there.
 	StateDir func() string
@@ -89,6 +91,8 @@ type Workload struct {
 	VIPEvent func(outcome, message string)
 
 	mu sync.Mutex
+	// names are the discovery names last published, to report only a change.
+	names map[string][]netip.Addr
 	// vipStop ends this node's part in the VIP's election, releasing the address; nil when not running.
 	vipStop  func()
 	client   *client.Client
@@ -128,20 +132,23 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	ready := []sequence.Task{wait("pod-network", w.podNetwork), nodeReady}
 	// A control plane's API server builds its OpenAPI cache while the node waits for its pod network.
 	cpReady := []sequence.Task{wait("pod-network", alongside(w.podNetwork, w.warmOpenAPI)), nodeReady}
-	// Last: the join service (control planes), the discovery names and the Node's labels and taints.
-	serve := t("join-service", func(context.Context) error { return w.StartJoinService() })
+	// Before the kubelet, which (on a worker) and whose host-network add-ons reach the API by the
+	// discovery name; WhileRunning keeps the names current from then on.
 	names := t("discovery-names", w.discoveryNames)
+	// Last: the join service (control planes) and the Node's labels and taints.
+	serve := t("join-service", func(context.Context) error { return w.StartJoinService() })
 	labels := t("node-labels", w.publishNodeSpec)
 
 	switch {
 	case c.Machine.Type == config.TypeWorker:
 		return slices.Concat(prepare, []sequence.Task{t("worker-files", w.writeWorkerFiles)}, runtime,
-			[]sequence.Task{t("kubelet", w.startKubelet)}, ready, []sequence.Task{names, labels})
+			[]sequence.Task{names, t("kubelet", w.startKubelet)}, ready, []sequence.Task{labels})
 	case seq == fsm.SeqJoin:
 		// A joining control plane's etcd member starts first, as a learner of the existing cluster, and
 		// must vote before the local API server, which talks to it alone, can start.
 		return slices.Concat(prepare, []sequence.Task{pki, renew}, runtime, []sequence.Task{
 			t("etcd-manifest", w.writeEtcd),
+			names,
 			t("kubelet", w.startKubelet),
 			wait("etcd-promote", w.promoteEtcd),
 			wait("etcd-healthy", w.waitEtcd),
@@ -150,12 +157,13 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			wait("apiserver-ready", w.waitAPIServer),
 			t("controller-manifests", w.writeControllers),
 			t("addons", w.applyAddons),
-		}, cpReady, []sequence.Task{serve, names, labels})
+		}, cpReady, []sequence.Task{serve, labels})
 	default:
 		return slices.Concat(prepare, []sequence.Task{pki, renew}, runtime, []sequence.Task{
 			t("control-plane-manifests", w.writeControlPlane),
 			{Name: "etcd-restore", Once: true, Timeout: startTimeout, Run: w.restoreEtcd},
 			t("etcd-manifest", w.writeEtcd),
+			names,
 			t("kubelet", w.startKubelet),
 			wait("etcd-healthy", w.waitEtcd),
 			t("vip", w.startVIP),
@@ -163,7 +171,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("controller-manifests", w.writeControllers),
 			t("bootstrap-objects", w.publishBootstrap),
 			t("addons", w.applyAddons),
-		}, cpReady, []sequence.Task{serve, names, labels})
+		}, cpReady, []sequence.Task{serve, labels})
 	}
 }
 
@@ -203,7 +211,7 @@ func (w *Workload) waitModules(ctx context.Context) error {
 
 func (w *Workload) render(c *config.MachineConfig) error {
 	name, ips := w.Identity()
-	r, err := kube.New(c, kube.Node{Name: name, IPs: ips}, w.Paths, kube.DefaultImages())
+	r, err := kube.New(c, kube.Node{Name: name, IPs: ips, DiscoveryNames: w.Hosts != nil}, w.Paths, kube.DefaultImages())
 	if err != nil {
 		return err
 	}

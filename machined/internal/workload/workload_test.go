@@ -27,21 +27,23 @@ func TestHookOrder(t *testing.T) {
 				{"kubernetes-pki", "certificates"}, {"certificates", "kubelet"},
 				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"},
 				{"control-plane-manifests", "kubelet"}, {"apiserver-ready", "controller-manifests"},
-				{"controller-manifests", "pod-network"}},
+				{"controller-manifests", "pod-network"}, {"discovery-names", "kubelet"}},
 			[]string{"etcd-promote", "worker-files"}},
 		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
 		// server, which talks to the local member alone, waits until that member votes.
 		{"joining control plane", config.TypeControlPlane, fsm.SeqJoin,
 			[]rule{{"etcd-manifest", "kubelet"}, {"kubelet", "etcd-promote"}, {"etcd-promote", "etcd-healthy"},
 				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"},
-				{"apiserver-ready", "controller-manifests"}, {"controller-manifests", "pod-network"}},
+				{"apiserver-ready", "controller-manifests"}, {"controller-manifests", "pod-network"},
+				{"discovery-names", "kubelet"}},
 			[]string{"etcd-restore", "bootstrap-objects", "worker-files"}},
 		// Certificates are renewed on every boot, before the static pods start with them.
 		{"control plane booting after a join", config.TypeControlPlane, fsm.SeqStart,
 			[]rule{{"etcd-manifest", "kubelet"}, {"certificates", "control-plane-manifests"}, {"certificates", "kubelet"}},
 			[]string{"etcd-promote"}},
 		{"worker", config.TypeWorker, fsm.SeqJoin,
-			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}},
+			// The kubelet bootstraps through api.internal.<cluster>: the name must be there first.
+			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}, {"discovery-names", "kubelet"}},
 			[]string{"kubernetes-pki", "certificates", "etcd-manifest", "etcd-promote", "control-plane-manifests",
 				"controller-manifests", "join-service"}},
 	}
