@@ -119,6 +119,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		filesystems:  mods.filesystems,
 		hostname:     et.setHostname,
 		hosts:        et.setExtra,
+		userData:     userDataSearch(scanner, mods, p.All, log),
 		// handle runs once the node has read its lock: the API answers, and the rest of the modules can
 		// load behind it.
 		handle: func(n *node.Node, log *slog.Logger, bus *events.Bus) {

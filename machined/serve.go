@@ -57,6 +57,9 @@ type platform struct {
 	hostname func(string)
 	// hosts publishes discovery names into /etc/hosts (nil in sandbox mode: the host's is not ours).
 	hosts func(map[string][]netip.Addr)
+	// userData looks for the platform's user data (nil in sandbox mode: the host's disks and metadata
+	// service are not the node's).
+	userData func(context.Context) (node.PlatformAnswer, error)
 	// network applies the machine config's network, and netState reports the network in Status (both nil:
 	// the node does not own the network, sandbox).
 	network  func(ctx context.Context, c *config.MachineConfig) error
@@ -181,6 +184,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]}, Renewer: &joinsvc.Client{},
+		Platform: plat.userData, TicketsFor: func(caHash string) node.TicketSource { return &joinsvc.Client{CAHash: caHash} },
 		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Drain: wl.DrainTasks, Leave: wl.LeaveTasks, Reconfigure: wl.Reconfigure, Measure: plat.measureHook(), Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {

@@ -110,3 +110,31 @@ func validateJoinConfig(j *JoinConfig) error {
 	}
 	return e.orNil()
 }
+
+// InitUserData is the user data that inits a node with the machine config raw: the config with
+// `bootstrap: true`. It refuses a config that does not validate, so a seed is never written that the node
+// would refuse at boot.
+func InitUserData(raw []byte) ([]byte, error) {
+	c, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if c.Machine.Type != TypeControlPlane {
+		return nil, fmt.Errorf("machine.type is %s: only a control plane inits a cluster (a worker's user data is a join document)", c.Machine.Type)
+	}
+	c.Bootstrap = true
+	if err := Validate(c); err != nil {
+		return nil, err
+	}
+	return Marshal(c)
+}
+
+// JoinUserData is the join document for a node to join by itself: a join service's HOST[:PORT], a join
+// token and the machine CA's hash (or "insecure").
+func JoinUserData(endpoint, token, caHash string) ([]byte, error) {
+	j := JoinConfig{APIVersion: APIVersion, Kind: KindJoinConfig, Endpoint: endpoint, Token: token, CAHash: caHash}
+	if err := validateJoinConfig(&j); err != nil {
+		return nil, err
+	}
+	return Marshal(j)
+}

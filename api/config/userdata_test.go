@@ -55,3 +55,32 @@ func TestParseUserData(t *testing.T) {
 		})
 	}
 }
+
+// What cairnctl writes as user data is what a node reads back: the builders' output parses to the same
+// document, and they refuse what a node would refuse.
+func TestUserDataBuilders(t *testing.T) {
+	g := generated(t)
+	data, err := InitUserData(roundTrip(t, g.ControlPlane))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := ParseUserData(data)
+	if err != nil || u.Config == nil || !u.Config.Bootstrap || u.Config.Cluster.ID != g.ControlPlane.Cluster.ID {
+		t.Errorf("ParseUserData(InitUserData(...)) = %+v, %v; want the same config with bootstrap: true", u, err)
+	}
+	if _, err := InitUserData(roundTrip(t, g.Worker)); err == nil || !strings.Contains(err.Error(), "join document") {
+		t.Errorf("InitUserData(a worker's config) error = %v, want one pointing to a join document", err)
+	}
+	const hash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	data, err = JoinUserData("10.5.0.2:50001", "abc.def", hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err = ParseUserData(data)
+	if err != nil || u.Join == nil || *u.Join != (JoinConfig{APIVersion: APIVersion, Kind: KindJoinConfig, Endpoint: "10.5.0.2:50001", Token: "abc.def", CAHash: hash}) {
+		t.Errorf("ParseUserData(JoinUserData(...)) = %+v, %v", u.Join, err)
+	}
+	if _, err := JoinUserData("10.5.0.2", "abc.def", "not-a-hash"); err == nil || !strings.Contains(err.Error(), "caHash") {
+		t.Errorf("JoinUserData with a bad hash: error = %v, want one naming caHash", err)
+	}
+}

@@ -34,6 +34,9 @@ const (
 	// KindNames: the discovery names this node keeps in /etc/hosts (api.internal.<cluster> and the
 	// control planes') changed, outcome "updated": a control plane joined, left or changed its address.
 	KindNames = "names"
+	// KindPlatform: an unconfigured node found user data on its platform and inits or joins with it
+	// (outcome init or join), or could not use it (failed, with the reason).
+	KindPlatform = "platform"
 )
 
 // Task outcomes.

@@ -65,6 +65,7 @@ func (n *Node) boot() error {
 		n.o.API.UseMaintenance()
 		n.o.Log.Info("node is not configured: serving the maintenance API; waiting for Init or Join")
 		n.startJoinClient()
+		n.startPlatform()
 		return nil
 	}
 	if rec.Complete && rec.Reset == nil {

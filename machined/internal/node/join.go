@@ -135,27 +135,43 @@ var ErrJoinUnpinned = errors.New("cairn.join= is set without cairn.joinca=: the 
 	"so it does not ask (anyone on the path could hand it a ticket for their own cluster); add cairn.joinca= with the hash " +
 	"'cairnctl join-token create' prints, or cairn.joinca=" + JoinCAInsecure + " to skip the check; the node waits for an operator's Join")
 
-// startJoinClient asks the configured join service for a ticket until it gets one or the lock is taken
-// (by an operator's Init or Join), retrying with capped exponential backoff and jitter. A node told to join
-// without a pinned CA refuses, and says why in status (kubeadm's --discovery-token-ca-cert-hash rule).
+// joinTarget is a cluster a node joins by itself: from its kernel command line or from user data.
+type joinTarget struct {
+	addr, token, ca string
+	tickets         TicketSource
+	from            string // where it was told to: fromCmdline, "user data (nocloud)"
+}
+
+// fromCmdline: a join the kernel command line asks for.
+const fromCmdline = "cairn.join="
+
+// startJoinClient asks the join service of the kernel command line for a ticket (startJoin).
 func (n *Node) startJoinClient() {
 	if n.o.JoinAddr == "" || n.o.Tickets == nil {
 		return
 	}
-	switch n.o.JoinCA {
+	n.startJoin(joinTarget{addr: n.o.JoinAddr, token: n.o.JoinToken, ca: n.o.JoinCA, tickets: n.o.Tickets, from: fromCmdline})
+}
+
+// startJoin asks a join service for a ticket until it gets one or the lock is taken (by an operator's
+// Init or Join), retrying with capped exponential backoff and jitter. A node told to join without a
+// pinned CA refuses, and says why in status (kubeadm's --discovery-token-ca-cert-hash rule).
+func (n *Node) startJoin(t joinTarget) {
+	switch t.ca {
 	case "":
 		n.setErr(ErrJoinUnpinned)
-		n.o.Log.Error("not joining by itself", "join", n.o.JoinAddr, "error", ErrJoinUnpinned)
+		n.o.Log.Error("not joining by itself", "join", t.addr, "from", t.from, "error", ErrJoinUnpinned)
 		n.o.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: ErrJoinUnpinned.Error()})
 		return
 	case JoinCAInsecure:
-		n.o.Log.Warn("joining without checking the join service's CA (cairn.joinca=insecure)", "join", n.o.JoinAddr)
+		n.o.Log.Warn("joining without checking the join service's CA", "join", t.addr, "from", t.from)
 	}
 	ctx, cancel := context.WithCancel(n.life)
 	n.mu.Lock()
 	n.stopJoin = cancel
+	n.selfJoin = &t
 	n.mu.Unlock()
-	go n.joinLoop(ctx)
+	go n.joinLoop(ctx, t)
 }
 
 func (n *Node) stopJoinClient() {
@@ -168,7 +184,7 @@ func (n *Node) stopJoinClient() {
 	}
 }
 
-func (n *Node) joinLoop(ctx context.Context) {
+func (n *Node) joinLoop(ctx context.Context, to joinTarget) {
 	delay := joinBackoffMin
 	for attempt := 1; ; attempt++ {
 		n.mu.Lock()
@@ -176,11 +192,11 @@ func (n *Node) joinLoop(ctx context.Context) {
 		host := n.hostname
 		n.mu.Unlock()
 		pub, _ := publicKeyPEM(key)
-		req := &machine.TicketRequest{Token: n.o.JoinToken, NodeName: host, MachinePublicKey: pub}
+		req := &machine.TicketRequest{Token: to.token, NodeName: host, MachinePublicKey: pub}
 		for _, ip := range n.o.Addresses() {
 			req.Addresses = append(req.Addresses, ip.String())
 		}
-		t, err := n.o.Tickets.RequestTicket(ctx, n.o.JoinAddr, req)
+		t, err := to.tickets.RequestTicket(ctx, to.addr, req)
 		if ctx.Err() != nil {
 			return
 		}
@@ -193,8 +209,8 @@ func (n *Node) joinLoop(ctx context.Context) {
 			}
 		}
 		n.o.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: err.Error(),
-			Message: fmt.Sprintf("join attempt %d to %s failed; retrying in %s", attempt, n.o.JoinAddr, delay)})
-		n.o.Log.Warn("join attempt failed", "attempt", attempt, "join", n.o.JoinAddr, "error", err, "retry", delay)
+			Message: fmt.Sprintf("join attempt %d to %s failed; retrying in %s", attempt, to.addr, delay)})
+		n.o.Log.Warn("join attempt failed", "attempt", attempt, "join", to.addr, "error", err, "retry", delay)
 		select {
 		case <-ctx.Done():
 			return

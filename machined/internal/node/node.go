@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/configapply"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
 	"github.com/cairn-os/cairn/machined/internal/paths"
 	"github.com/cairn-os/cairn/machined/internal/sequence"
+	"google.golang.org/protobuf/proto"
 )
 
 // System is what the node needs from the machine for power operations. On a real node it syncs, unmounts
@@ -54,6 +56,11 @@ type Options struct {
 	OnHostname func(string)
 	// Addresses reports the node's addresses (for its certificate and Status).
 	Addresses func() []net.IP
+	// Platform looks for the platform's user data (platform.Discover), for an unconfigured node that was
+	// not told to join by its kernel command line; nil: the node does not look (sandbox mode).
+	Platform func(ctx context.Context) (PlatformAnswer, error)
+	// TicketsFor is the ticket client that pins a user data join's CA hash (joinsvc.Client).
+	TicketsFor func(caHash string) TicketSource
 	// Join is where a node joins by itself from (cairn.join= / --join); empty: it waits for an operator.
 	JoinAddr, JoinToken string
 	// JoinCA pins the cluster's machine CA for that join (cairn.joinca=, the hex SHA-256 that cairnctl
@@ -90,6 +97,10 @@ type Node struct {
 	stopRunning func()
 	// trial times a config applied in try mode.
 	trial configapply.Trial
+	// selfJoin is the cluster the node joins by itself (nil: it waits for an operator).
+	selfJoin *joinTarget
+	// platform is the user-data search's progress and outcome (nil: the node does not look).
+	platform *machine.PlatformStatus
 	// pendingReset is a graceful reset cut short by a power loss, started again once the node is Running.
 	pendingReset *ResetOptions
 }
@@ -137,6 +148,8 @@ type Status struct {
 	PublicKeyPEM []byte
 	// Warnings are what the node does that weakens its guarantees (a join without a pinned CA).
 	Warnings []string
+	// Platform is where the node looked for user data and what it found (nil: it did not look).
+	Platform *machine.PlatformStatus
 }
 
 // Status reports where the node is.
@@ -163,8 +176,15 @@ func (n *Node) Status() Status {
 	if n.identity != nil {
 		s.PublicKeyPEM, _ = publicKeyPEM(n.identity)
 	}
-	if n.o.JoinAddr != "" && n.o.JoinCA == JoinCAInsecure {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("joins %s without checking whom it talks to (cairn.joinca=%s)", n.o.JoinAddr, JoinCAInsecure))
+	if t := n.selfJoin; t != nil && t.ca == JoinCAInsecure {
+		how := "cairn.joinca=" + JoinCAInsecure
+		if t.from != fromCmdline {
+			how = "caHash: " + JoinCAInsecure + " in the " + t.from
+		}
+		s.Warnings = append(s.Warnings, fmt.Sprintf("joins %s without checking whom it talks to (%s)", t.addr, how))
+	}
+	if n.platform != nil {
+		s.Platform = proto.Clone(n.platform).(*machine.PlatformStatus)
 	}
 	return s
 }

@@ -128,7 +128,7 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 		State: string(st.State), LockedBy: st.LockedBy, MachineType: st.MachineType, Hostname: st.Hostname,
 		ClusterName: st.ClusterName, ClusterId: st.ClusterID, Addresses: st.Addresses, ApiMode: mode,
 		Sequence: st.Sequence, LastError: st.LastError, Sandbox: st.Sandbox, MachinePublicKey: st.PublicKeyPEM,
-		Warnings: st.Warnings,
+		Warnings: st.Warnings, Platform: st.Platform,
 	}
 	if s.Warnings != nil {
 		r.Warnings = append(r.Warnings, s.Warnings()...)

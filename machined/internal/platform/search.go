@@ -1,0 +1,160 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/disk/probe"
+)
+
+// Seed volume labels: NoCloud's (either case, as cloud-init accepts) and OpenStack's config drive.
+var (
+	noCloudLabels   = []string{"CIDATA", "cidata"}
+	configDriveLabs = []string{"config-2", "CONFIG-2"}
+)
+
+// Search is the platform search of an unconfigured node: it finds the seed volumes among the disks,
+// mounts them read-only, builds the sources in their fixed order and runs Discover. The system is in
+// its fields, so it runs in a unit test.
+type Search struct {
+	// Disks lists the machine's disks with what is on them (inventory.Scanner.Scan).
+	Disks func(context.Context) ([]inventory.Disk, error)
+	// Mount mounts a filesystem read-only; Unmount undoes it.
+	Mount   func(dev, dir, fstype string) error
+	Unmount func(dir string) error
+	// Dir is where seed volumes are mounted while they are read (/run/cairn/seed).
+	Dir string
+	// Cmdline is the kernel command line's parameters: cairn.platform= names the one source to try
+	// ("none": none), ds=nocloud;s=URL is a NoCloud seed over HTTP.
+	Cmdline map[string]string
+	Log     *slog.Logger
+	// Network sources, replaced in tests (zero: the platforms' own addresses).
+	EC2 EC2
+	GCE GCE
+}
+
+// Answer is what the search found.
+type Answer struct {
+	Metadata *Metadata // nil: no source answered
+	Tried    []string  // "name: outcome" for each source tried
+}
+
+// Run searches. An error is a source that is this platform but answered wrongly (too big, unreadable);
+// no answer at all is not an error.
+func (s Search) Run(ctx context.Context) (Answer, error) {
+	choice := s.Cmdline["cairn.platform"]
+	if choice == "none" {
+		return Answer{Tried: []string{"cairn.platform=none: not looking"}}, nil
+	}
+	var disks []inventory.Disk
+	if s.Disks != nil {
+		var err error
+		if disks, err = s.Disks(ctx); err != nil {
+			s.Log.Warn("platform: cannot list the disks for a seed volume", "error", err)
+		}
+	}
+	var sources []Source
+	var mounted []string
+	defer func() {
+		for _, dir := range mounted {
+			if err := s.Unmount(dir); err != nil {
+				s.Log.Warn("platform: unmount seed volume", "dir", dir, "error", err)
+			}
+		}
+	}()
+	seed := func(name string, labels []string) string {
+		dev, fstype, ok := FindVolume(disks, labels)
+		if !ok {
+			return ""
+		}
+		dir := filepath.Join(s.Dir, name)
+		if err := s.Mount(dev, dir, fstype); err != nil {
+			s.Log.Warn("platform: mount seed volume", "device", dev, "error", err)
+			return ""
+		}
+		mounted = append(mounted, dir)
+		return dir
+	}
+	want := func(name string) bool { return choice == "" || choice == name }
+	if want("nocloud") {
+		sources = append(sources, NoCloudDir{Dir: seed("nocloud", noCloudLabels)})
+		if u := noCloudSeedURL(s.Cmdline["ds"]); u != "" {
+			sources = append(sources, NoCloudURL{URL: u})
+		}
+	}
+	// The config drive before the metadata services: a local volume answers at once, while a service
+	// that is not there costs its timeouts.
+	if want("openstack") {
+		sources = append(sources, OpenStack{Dir: seed("openstack", configDriveLabs)})
+	}
+	if want("ec2") {
+		sources = append(sources, s.EC2)
+	}
+	if want("gce") {
+		sources = append(sources, s.GCE)
+	}
+	if len(sources) == 0 {
+		return Answer{}, fmt.Errorf("cairn.platform=%s is not nocloud, ec2, gce, openstack or none", choice)
+	}
+	md, attempts, err := Discover(ctx, sources)
+	a := Answer{Metadata: md}
+	for _, t := range attempts {
+		outcome := "answered"
+		if t.Err != nil {
+			outcome = t.Err.Error()
+		}
+		a.Tried = append(a.Tried, t.Source+": "+outcome)
+	}
+	if errors.Is(err, ErrAbsent) {
+		return a, nil
+	}
+	return a, err
+}
+
+// FindVolume finds a filesystem with one of the labels on a whole disk or a partition: its device and
+// filesystem type (vfat or iso9660, the two a seed volume is made with).
+func FindVolume(disks []inventory.Disk, labels []string) (dev, fstype string, ok bool) {
+	match := func(sigs []probe.Signature) (string, bool) {
+		for _, sg := range sigs {
+			if (sg.Type == probe.TypeVFAT || sg.Type == probe.TypeISO9660) && sg.Problem == "" {
+				for _, l := range labels {
+					if strings.TrimSpace(sg.Label) == l {
+						return sg.Type, true
+					}
+				}
+			}
+		}
+		return "", false
+	}
+	for _, d := range disks {
+		if t, ok := match(d.Signatures); ok {
+			return d.Path, t, true
+		}
+		for _, p := range d.Partitions {
+			if t, ok := match(p.Signatures); ok && p.Path != "" {
+				return p.Path, t, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// noCloudSeedURL reads cloud-init's ds=nocloud;s=URL (also ds=nocloud-net, and seedfrom= for s=).
+func noCloudSeedURL(ds string) string {
+	parts := strings.Split(ds, ";")
+	if len(parts) < 2 || (parts[0] != "nocloud" && parts[0] != "nocloud-net") {
+		return ""
+	}
+	for _, p := range parts[1:] {
+		k, v, _ := strings.Cut(p, "=")
+		if (k == "s" || k == "seedfrom") && (strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://")) {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,157 @@
+package platform
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/disk/probe"
+)
+
+// fakeSeeds is a machine whose disks hold seed volumes: mounting one writes its files.
+type fakeSeeds struct {
+	files   map[string]map[string]string // device → file → content
+	mounted []string
+	mounts  int
+}
+
+func (f *fakeSeeds) mount(dev, dir, fstype string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, data := range f.files[dev] {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			return err
+		}
+	}
+	f.mounts++
+	f.mounted = append(f.mounted, dir)
+	return nil
+}
+
+func (f *fakeSeeds) unmount(dir string) error {
+	f.mounted = slices.DeleteFunc(f.mounted, func(d string) bool { return d == dir })
+	return nil
+}
+
+func seedDisk(path, fstype, label string) inventory.Disk {
+	return inventory.Disk{Name: filepath.Base(path), Path: path,
+		Signatures: []probe.Signature{{Type: fstype, Kind: probe.KindFilesystem, Label: label}}}
+}
+
+// absentServer answers nothing a metadata service would (404 everywhere, no flavor header).
+func absentServer(t *testing.T) string {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestSearch(t *testing.T) {
+	disks := []inventory.Disk{
+		seedDisk("/dev/vda", probe.TypeXFS, "cairn-state"),
+		// A filesystem that is not a seed volume's type does not count, whatever its label.
+		seedDisk("/dev/vdb", probe.TypeExt4, "CIDATA"),
+		seedDisk("/dev/vdc", probe.TypeVFAT, "CIDATA"),
+	}
+	files := map[string]map[string]string{"/dev/vdc": {"user-data": userData, "meta-data": "local-hostname: node-7\n"}}
+	tests := []struct {
+		name       string
+		cmdline    map[string]string
+		disks      []inventory.Disk
+		wantSource string
+		wantHost   string
+		wantErr    string
+		wantMounts int
+	}{
+		{name: "a NoCloud volume", disks: disks, wantSource: "nocloud", wantHost: "node-7", wantMounts: 1},
+		{name: "told to look nowhere", cmdline: map[string]string{"cairn.platform": "none"}, disks: disks},
+		{name: "told to look elsewhere", cmdline: map[string]string{"cairn.platform": "openstack"}, disks: disks},
+		{name: "no seed and no service", disks: disks[:2]},
+		{name: "an unknown platform", cmdline: map[string]string{"cairn.platform": "azure"}, wantErr: "cairn.platform=azure"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeSeeds{files: files}
+			base := absentServer(t)
+			s := Search{
+				Disks: func(context.Context) ([]inventory.Disk, error) { return tc.disks, nil },
+				Mount: f.mount, Unmount: f.unmount, Dir: t.TempDir(), Cmdline: tc.cmdline,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				EC2: EC2{Base: base, Client: fastClient()}, GCE: GCE{Base: base, Client: fastClient()},
+			}
+			a, err := s.Run(t.Context())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Run() error = %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Run() = %v (tried %q)", err, a.Tried)
+			}
+			var source, host string
+			if a.Metadata != nil {
+				source, host = a.Metadata.Platform, a.Metadata.Hostname
+				if string(a.Metadata.UserData) != userData {
+					t.Errorf("user data = %q, want the seed's", a.Metadata.UserData)
+				}
+			}
+			if source != tc.wantSource || host != tc.wantHost {
+				t.Errorf("answer from %q with hostname %q, want %q and %q (tried %q)", source, host, tc.wantSource, tc.wantHost, a.Tried)
+			}
+			if f.mounts != tc.wantMounts || len(f.mounted) != 0 {
+				t.Errorf("%d seed volumes mounted, %d left mounted; want %d mounted, none left", f.mounts, len(f.mounted), tc.wantMounts)
+			}
+		})
+	}
+}
+
+func TestFindVolume(t *testing.T) {
+	part := inventory.Disk{Path: "/dev/sdb", Partitions: []inventory.Partition{
+		{Number: 1, Path: "/dev/sdb1", Signatures: []probe.Signature{{Type: probe.TypeISO9660, Label: "config-2"}}}}}
+	damaged := seedDisk("/dev/sdc", probe.TypeVFAT, "cidata")
+	damaged.Signatures[0].Problem = "backup boot sector only"
+	for _, tc := range []struct {
+		name      string
+		disks     []inventory.Disk
+		labels    []string
+		dev, kind string
+	}{
+		{"a partition", []inventory.Disk{part}, configDriveLabs, "/dev/sdb1", probe.TypeISO9660},
+		{"the lower-case label", []inventory.Disk{seedDisk("/dev/sdd", probe.TypeVFAT, "cidata")}, noCloudLabels, "/dev/sdd", probe.TypeVFAT},
+		{"a damaged filesystem", []inventory.Disk{damaged}, noCloudLabels, "", ""},
+		{"another label", []inventory.Disk{part}, noCloudLabels, "", ""},
+	} {
+		dev, kind, ok := FindVolume(tc.disks, tc.labels)
+		if dev != tc.dev || kind != tc.kind || ok != (tc.dev != "") {
+			t.Errorf("%s: FindVolume = %q, %q, %v; want %q, %q", tc.name, dev, kind, ok, tc.dev, tc.kind)
+		}
+	}
+}
+
+func TestNoCloudSeedURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nocloud;s=http://10.0.2.2:8000/":            "http://10.0.2.2:8000/",
+		"nocloud-net;seedfrom=https://seed.example/": "https://seed.example/",
+		"nocloud":                 "",
+		"nocloud;s=file:///seed/": "",
+		"ec2;s=http://x/":         "",
+		"":                        "",
+	} {
+		if got := noCloudSeedURL(in); got != want {
+			t.Errorf("noCloudSeedURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
+	"github.com/cairn-os/cairn/machined/internal/node"
+	cloud "github.com/cairn-os/cairn/machined/internal/platform"
+	"github.com/cairn-os/cairn/machined/internal/sys"
+)
+
+// seedDir is where a seed volume (NoCloud's CIDATA, OpenStack's config-2) is mounted while it is read.
+const seedDir = "/run/cairn/seed"
+
+// userDataSearch is an unconfigured node's search for user data (node.Options.Platform): once the
+// disk drivers and the filesystems a seed volume uses (vfat, isofs) are loaded, the platform package
+// tries its sources in order.
+func userDataSearch(scanner inventory.Scanner, mods *bootModules, cmdline map[string]string, log *slog.Logger) func(context.Context) (node.PlatformAnswer, error) {
+	s := cloud.Search{
+		Disks: scanner.Scan,
+		Mount: func(dev, dir, fstype string) error {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			return sys.Mounter{}.Mount(dev, dir, fstype, unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, "")
+		},
+		Unmount: func(dir string) error { return sys.Mounter{}.Unmount(dir, false) },
+		Dir:     seedDir, Cmdline: cmdline, Log: log,
+	}
+	return func(ctx context.Context) (node.PlatformAnswer, error) {
+		if err := mods.waitDisks(ctx); err != nil {
+			return node.PlatformAnswer{}, err
+		}
+		select {
+		case <-mods.all:
+		case <-ctx.Done():
+			return node.PlatformAnswer{}, ctx.Err()
+		}
+		a, err := s.Run(ctx)
+		ans := node.PlatformAnswer{Tried: a.Tried}
+		if m := a.Metadata; m != nil {
+			ans.Source, ans.UserData, ans.Hostname = m.Platform, m.UserData, m.Hostname
+		}
+		return ans, err
+	}
+}
