@@ -10,7 +10,7 @@ for group in "$@"; do
 	image) pkgs="$pkgs linux-image-amd64 squashfs-tools erofs-utils xorriso mtools grub-pc-bin grub-efi-amd64-bin systemd-boot-efi binutils gdisk zstd xfsprogs e2fsprogs dosfstools iptables" ;;
 	bundle) pkgs="$pkgs libseccomp-dev gcc libc6-dev pkg-config nftables iptables" ;; # nft and iptables: the kube-proxy and flannel images carry them
 	cgo) pkgs="$pkgs gcc libc6-dev" ;; # the race detector of the unit tests
-	qemu) pkgs="$pkgs qemu-system-x86 qemu-utils ovmf swtpm" ;;
+	qemu) pkgs="$pkgs qemu-system-x86 qemu-utils ovmf swtpm dosfstools mtools" ;; # dosfstools, mtools: NoCloud seeds (cluster create --userdata)
 	# The conformance suite's test images take these programs with their libraries (make conformance).
 	conformance) pkgs="$pkgs busybox-static bind9-dnsutils nginx-light curl libc-bin netcat-openbsd bash" ;;
 	*) echo "deps.sh: unknown group $group" >&2; exit 2 ;;

@@ -104,6 +104,7 @@ func newStatus(g *globals) *cobra.Command {
 				}
 				row("clock", clockLine(s.Clock))
 				row("tpm", tpmLine(s.Tpm))
+				row("platform", platformLine(s.Platform))
 				if n := s.Network; n != nil && len(n.Problems) > 0 {
 					row("network", fmt.Sprintf("%d part(s) of machine.network not applied: see cairnctl network", len(n.Problems)))
 				}
@@ -201,6 +202,27 @@ func tpmLine(t *machine.TPMStatus) string {
 		return fmt.Sprintf("node lock measured in PCR %d, but the PCR DISAGREES with the measurement log: %s", t.Pcr, t.Error)
 	}
 	return fmt.Sprintf("node lock measured in PCR %d (%.16x…), the PCR agrees with the measurement log", t.Pcr, t.PcrValue)
+}
+
+// platformLine says where an unconfigured node looked for user data and what came of it.
+func platformLine(p *machine.PlatformStatus) string {
+	tried := ""
+	if len(p.GetTried()) > 0 {
+		tried = " (tried " + strings.Join(p.Tried, "; ") + ")"
+	}
+	switch {
+	case p == nil:
+		return ""
+	case p.Searching:
+		return "looking for user data"
+	case p.Error != "":
+		return "user data NOT used: " + p.Error + tried
+	case p.Source == "":
+		return "no platform gives user data" + tried
+	case p.Action == "":
+		return p.Source + ": no user data"
+	}
+	return p.Source + ": user data says " + p.Action
 }
 
 func errSuffix(e string) string {

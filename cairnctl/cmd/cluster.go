@@ -95,6 +95,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	sizes.register(f, "each node's", "each control plane's")
 	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane, in place of the blank disk of that serial (cairn-state, cairn-ephemeral, cairn-etcd) or as an extra disk (destroy leaves FILE alone)")
 	f.BoolVar(&o.NoInit, "no-init", false, "boot the nodes and leave them in maintenance mode (print each node's token and fingerprint)")
+	f.BoolVar(&o.UserData, "userdata", false, "one control plane that inits itself from user data: its config with bootstrap: true on a NoCloud seed disk (CIDATA), as a cloud image would; add nodes with 'cluster add --userdata'")
 	f.StringArrayVar(&o.KernelArgs, "kernel-arg", nil, "an extra kernel command line argument for every node, e.g. cairn.join=HOST:50001 (repeatable)")
 	f.BoolVar(&merge, "merge", false, "also merge the cluster's context into the default cairnconfig ($CAIRNCONFIG or ~/.cairn/config)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long each node may take to answer on its machine API (default 5m)")
@@ -105,7 +106,7 @@ func newClusterAdd(g *globals, root func() (string, error)) *cobra.Command {
 	var o cluster.AddOptions
 	var sizes diskSizes
 	c := &cobra.Command{
-		Use:   "add --name NAME [--role worker|controlplane] [--self-join]",
+		Use:   "add --name NAME [--role worker|controlplane] [--self-join | --userdata]",
 		Short: "Boot one more node for a local cluster and join it",
 		Long: `add boots one more QEMU VM for a cluster made by 'cluster create' (the next name of its role and the
 next address on the cluster's L2, blank disks) and joins it through the first control plane.
@@ -115,6 +116,8 @@ plane, a ticket for the node's key from the join service, and the node's Join RP
 API. With --self-join nobody talks to the node: it boots with
   cairn.join=FIRST:50001 cairn.jointoken=TOKEN cairn.joinca=CAHASH
 on its kernel command line and asks for its ticket by itself, as a node of an autoscaling group would.
+With --userdata the same three values come as a cloud's user data: a join document (what 'cairnctl
+gen userdata' writes) on a NoCloud seed disk labelled CIDATA, with the node's name in its meta-data.
 Either way add waits until the node is Running and adds its machine API to the cluster's cairnconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -139,6 +142,7 @@ Either way add waits until the node is Running and adds its machine API to the c
 	f.StringVar(&o.Name, "name", "", "the cluster to grow (required)")
 	f.StringVar(&o.Role, "role", cluster.RoleWorker, "the new node's role: worker or controlplane")
 	f.BoolVar(&o.SelfJoin, "self-join", false, "let the node join by itself from its kernel command line instead of pushing the join to it")
+	f.BoolVar(&o.UserData, "userdata", false, "let the node join by itself from user data: a join document on a NoCloud seed disk (CIDATA)")
 	f.StringVar(&o.ImageDir, "image-dir", "", "directory with the built image (default: the _out of cairnctl's repository, else ./_out)")
 	f.IntVar(&o.Memory, "memory", 0, "the node's memory in MiB (default 2048 for a control plane, 1024 for a worker)")
 	f.IntVar(&o.CPUs, "cpus", 0, "virtual CPUs (default: as cluster create chooses for the cluster with this node in it)")

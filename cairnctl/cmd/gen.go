@@ -18,7 +18,7 @@ import (
 
 func newGen(g *globals) *cobra.Command {
 	gen := &cobra.Command{Use: "gen", Short: "Generate configs and secrets"}
-	gen.AddCommand(newGenConfig(g), newGenCairnconfig(g), newGenUpgradeKey(g))
+	gen.AddCommand(newGenConfig(g), newGenCairnconfig(g), newGenUpgradeKey(g), newGenUserData(g))
 	return gen
 }
 

@@ -25,6 +25,9 @@ type AddOptions struct {
 	// of an autoscaling group would, and nobody sends it a Join. Otherwise the node is joined as
 	// `cairnctl join` does.
 	SelfJoin bool
+	// UserData: the same three values as SelfJoin, in a join document on a NoCloud seed (user data)
+	// instead of the kernel command line, and the node's name in the seed's meta-data.
+	UserData bool
 	// Memory, CPUs and disk sizes as in CreateOptions (0: the same defaults).
 	Memory, CPUs                       int
 	StateSize, EphemeralSize, EtcdSize int64
@@ -80,10 +83,29 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 	first := st.Nodes[0]
 	spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: st.Group, Mode: st.Mode, Image: img,
 		Memory: co.memory(n.Role), CPUs: co.cpus(n.Role), Disks: co.disks(n, false), Token: RandomToken(), TPM: st.TPM}
-	if o.SelfJoin {
+	if o.SelfJoin && o.UserData {
+		return nil, errors.New("--self-join and --userdata are two ways to say the same thing: choose one")
+	}
+	switch {
+	case o.SelfJoin:
 		if spec.Cmdline, err = selfJoinArgs(ctx, first, n, cctx, co.SequenceTimeout); err != nil {
 			return nil, err
 		}
+	case o.UserData:
+		j, err := selfJoin(ctx, first, n, cctx, co.SequenceTimeout)
+		if err != nil {
+			return nil, err
+		}
+		ud, err := config.JoinUserData(j.endpoint, j.token, j.caHash)
+		if err != nil {
+			return nil, err
+		}
+		d, err := seedDisk(ctx, spec.Dir, ud, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		spec.Disks = append(spec.Disks, d)
+		p.Printf("%s: wrote its user data (a join document for %s) on a NoCloud seed, %s", n.Name, j.endpoint, d.File)
 	}
 	vm, ns, err := StartVM(ctx, spec)
 	if err != nil {
@@ -100,8 +122,12 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 			return nil, fmt.Errorf("write %s: %w", ccPath, err)
 		}
 	}
-	if o.SelfJoin {
-		p.Printf("%s: joins by itself through %s:%d (kernel command line); waiting until it is Running", n.Name, first.Address, JoinPort)
+	if o.SelfJoin || o.UserData {
+		from := "kernel command line"
+		if o.UserData {
+			from = "user data"
+		}
+		p.Printf("%s: joins by itself through %s:%d (%s); waiting until it is Running", n.Name, first.Address, JoinPort, from)
 		if err := waitRunning(ctx, ns, cctx, co.BootTimeout+co.SequenceTimeout, p); err != nil {
 			return nil, fmt.Errorf("%w%s\nconsole %s ends with:\n%s", err, vmExit(vm), vm.ConsolePath(), ConsoleTail(vm.ConsolePath(), 2000))
 		}
@@ -145,23 +171,33 @@ func writeNodeConfig(dir string, n Node) error {
 	return writePrivateYAML(filepath.Join(nd, NodeConfigFile), nc)
 }
 
-// selfJoinArgs are the kernel arguments of a node that joins by itself through the first control plane:
-// a single-use join token from its machine API, valid for as long as the join may take, and the hash of
-// the machine CA the node pins the join service to.
-func selfJoinArgs(ctx context.Context, first NodeState, n Node, cctx *client.Context, ttl time.Duration) ([]string, error) {
+// selfJoinTarget is what a node needs to join by itself through the first control plane: the join
+// service, a single-use join token from its machine API, valid for as long as the join may take, and
+// the hash of the machine CA the node pins the join service to.
+type selfJoinTarget struct{ endpoint, token, caHash string }
+
+func selfJoin(ctx context.Context, first NodeState, n Node, cctx *client.Context, ttl time.Duration) (selfJoinTarget, error) {
 	mc, conn, err := client.Connect(client.Options{Endpoint: first.APIEndpoint(), Context: cctx})
 	if err != nil {
-		return nil, fmt.Errorf("control plane %s: %w", first.Name, err)
+		return selfJoinTarget{}, fmt.Errorf("control plane %s: %w", first.Name, err)
 	}
 	defer conn.Close()
 	tok, err := mc.CreateJoinToken(ctx, &machine.CreateJoinTokenRequest{Role: n.Role, TtlSeconds: uint32(ttl / time.Second), Uses: 1})
 	if err != nil {
-		return nil, fmt.Errorf("control plane %s: create a %s join token: %w", first.Name, n.Role, err)
+		return selfJoinTarget{}, fmt.Errorf("control plane %s: create a %s join token: %w", first.Name, n.Role, err)
 	}
 	hash, err := cctx.CAHash()
 	if err != nil {
+		return selfJoinTarget{}, err
+	}
+	return selfJoinTarget{endpoint: fmt.Sprintf("%s:%d", first.Address, JoinPort), token: tok.Token, caHash: hash}, nil
+}
+
+// selfJoinArgs are the kernel arguments of a node that joins by itself (selfJoin).
+func selfJoinArgs(ctx context.Context, first NodeState, n Node, cctx *client.Context, ttl time.Duration) ([]string, error) {
+	j, err := selfJoin(ctx, first, n, cctx, ttl)
+	if err != nil {
 		return nil, err
 	}
-	return []string{"cairn.hostname=" + n.Name, fmt.Sprintf("cairn.join=%s:%d", first.Address, JoinPort),
-		"cairn.jointoken=" + tok.Token, "cairn.joinca=" + hash}, nil
+	return []string{"cairn.hostname=" + n.Name, "cairn.join=" + j.endpoint, "cairn.jointoken=" + j.token, "cairn.joinca=" + j.caHash}, nil
 }

@@ -42,6 +42,10 @@ type CreateOptions struct {
 	DiskFiles map[string]string
 	// NoInit boots the nodes and leaves them in maintenance mode.
 	NoInit bool
+	// UserData boots the (single) control plane with a NoCloud seed holding its config with
+	// `bootstrap: true`: it inits itself, as a cloud image does from its user data, and nobody sends
+	// it an Init. Nodes that join from user data come with `cluster add --userdata`.
+	UserData bool
 	// MergeInto, when set, is a cairnconfig file the cluster's context is merged into.
 	MergeInto string
 	// BootTimeout bounds each node's wait for its API; 0 means 5 minutes.
@@ -73,6 +77,10 @@ func Create(ctx context.Context, o CreateOptions, p *Progress) (*Result, error) 
 	o = o.withDefaults()
 	if err := CheckName(o.Name); err != nil {
 		return nil, err
+	}
+	if o.UserData && (o.ControlPlanes != 1 || o.Workers != 0 || o.NoInit) {
+		return nil, fmt.Errorf("--userdata makes one control plane that inits itself (not with --controlplanes, --workers or --no-init): " +
+			"add the nodes that join from user data with `cairnctl cluster add --userdata`")
 	}
 	img, err := FindArtifacts(o.ImageDir, o.Mode)
 	if err != nil {
@@ -222,6 +230,14 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	for i, n := range layout.Nodes {
 		spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: layout.Group, Mode: o.Mode, Image: img,
 			Memory: o.memory(n.Role), CPUs: o.cpus(n.Role), Disks: o.disks(n, i == 0), Token: RandomToken(), Cmdline: o.KernelArgs, TPM: o.TPM}
+		if o.UserData {
+			d, err := initSeed(ctx, spec.Dir, n)
+			if err != nil {
+				return res, err
+			}
+			spec.Disks = append(spec.Disks, d)
+			p.Printf("%s: wrote its user data (its config with bootstrap: true) on a NoCloud seed, %s", n.Name, d.File)
+		}
 		vm, ns, err := StartVM(ctx, spec)
 		if err != nil {
 			return res, err
@@ -258,6 +274,15 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 		p.Printf("merged context %s into %s", o.Name, o.MergeInto)
 	}
 
+	if o.UserData {
+		first := st.Nodes[0]
+		p.Printf("%s: inits by itself from its user data; waiting until it is Running", first.Name)
+		if err := waitRunning(ctx, first, cctx, o.BootTimeout+o.SequenceTimeout, p); err != nil {
+			return res, fmt.Errorf("%w (its maintenance API says why: cairnctl --nodes %s --token %s --insecure status)%s",
+				err, first.APIEndpoint(), first.Token, vmExit(vms[first.Name]))
+		}
+		return res, writeFirstKubeconfig(ctx, res, dir, first, cctx, p)
+	}
 	for _, n := range st.Nodes {
 		bctx, cancel := context.WithTimeout(ctx, o.BootTimeout)
 		b, err := WaitMaintenance(bctx, vms[n.Name], n.APIEndpoint(), n.Token)
@@ -310,15 +335,8 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	if err := waitRunning(ctx, first, cctx, o.SequenceTimeout, p); err != nil {
 		return res, fmt.Errorf("%w%s", err, vmExit(vms[first.Name]))
 	}
-	kc := filepath.Join(dir, KubeconfigFile)
-	switch err := writeKubeconfig(ctx, first, cctx, kc); {
-	case status.Code(err) == codes.Unimplemented:
-		p.Printf("warning: %s cannot give a kubeconfig yet (%v); no %s written", first.Name, status.Convert(err).Message(), kc)
-	case err != nil:
-		return res, fmt.Errorf("node %s: kubeconfig: %w", first.Name, err)
-	default:
-		res.Kubeconfig = kc
-		p.Printf("wrote %s (server https://127.0.0.1:%d)", kc, first.Ports[KubePort])
+	if err := writeFirstKubeconfig(ctx, res, dir, first, cctx, p); err != nil {
+		return res, err
 	}
 
 	if len(st.Nodes) > 1 {
@@ -330,6 +348,34 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 		}
 	}
 	return res, nil
+}
+
+// writeFirstKubeconfig writes the cluster's admin kubeconfig from the first control plane.
+func writeFirstKubeconfig(ctx context.Context, res *Result, dir string, first NodeState, cctx *client.Context, p *Progress) error {
+	kc := filepath.Join(dir, KubeconfigFile)
+	switch err := writeKubeconfig(ctx, first, cctx, kc); {
+	case status.Code(err) == codes.Unimplemented:
+		p.Printf("warning: %s cannot give a kubeconfig yet (%v); no %s written", first.Name, status.Convert(err).Message(), kc)
+	case err != nil:
+		return fmt.Errorf("node %s: kubeconfig: %w", first.Name, err)
+	default:
+		res.Kubeconfig = kc
+		p.Printf("wrote %s (server https://127.0.0.1:%d)", kc, first.Ports[KubePort])
+	}
+	return nil
+}
+
+// initSeed writes the first control plane's seed: its config, with bootstrap: true, as user data.
+func initSeed(ctx context.Context, nodeDir string, n Node) (qemu.Disk, error) {
+	raw, err := os.ReadFile(filepath.Join(nodeDir, NodeConfigFile))
+	if err != nil {
+		return qemu.Disk{}, err
+	}
+	ud, err := config.InitUserData(raw)
+	if err != nil {
+		return qemu.Disk{}, fmt.Errorf("node %s: user data: %w", n.Name, err)
+	}
+	return seedDisk(ctx, nodeDir, ud, n.Name)
 }
 
 // pushJoin joins node n through the first control plane as `cairnctl join` does (a ticket asked for on

@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
+)
+
+// SeedFile is a node's NoCloud seed in its directory: a small vfat volume labelled CIDATA.
+const SeedFile = "seed.img"
+
+// seedSerial is the seed disk's serial, so status and logs can tell it from Cairn's own disks.
+const seedSerial = "cidata"
+
+// WriteSeed writes a NoCloud seed volume at path, as a cloud's or a hypervisor's tooling would: a vfat
+// filesystem labelled CIDATA with user-data and meta-data at its root (the node's hostname in
+// meta-data's local-hostname). It uses mkfs.vfat and mtools' mcopy, so it needs no root and no mount.
+func WriteSeed(ctx context.Context, path string, userData []byte, hostname string) error {
+	for _, tool := range []string{"mkfs.vfat", "mcopy"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("writing a NoCloud seed needs %s (Debian packages dosfstools and mtools): %w", tool, err)
+		}
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".seed-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	files := map[string][]byte{
+		"user-data": userData,
+		"meta-data": fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\n", hostname, hostname),
+	}
+	args := []string{"-i", path}
+	for name, data := range files {
+		f := filepath.Join(tmp, name)
+		if err := os.WriteFile(f, data, 0o600); err != nil {
+			return err
+		}
+		args = append(args, f)
+	}
+	os.Remove(path)
+	// 2 MiB: the volume only holds a config (about 12 KiB) and its metadata.
+	run := func(name string, args ...string) error {
+		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if err := run("mkfs.vfat", "-n", "CIDATA", "-C", path, "2048"); err != nil {
+		return err
+	}
+	if err := os.Chmod(path, 0o600); err != nil { // the user data holds the cluster's secrets
+		return err
+	}
+	return run("mcopy", append(args, "::")...)
+}
+
+// seedDisk writes node n's seed in its directory and returns it as a disk to attach.
+func seedDisk(ctx context.Context, nodeDir string, userData []byte, hostname string) (qemu.Disk, error) {
+	if err := os.MkdirAll(nodeDir, 0o700); err != nil {
+		return qemu.Disk{}, err
+	}
+	path := filepath.Join(nodeDir, SeedFile)
+	if err := WriteSeed(ctx, path, userData, hostname); err != nil {
+		return qemu.Disk{}, fmt.Errorf("node %s: %w", hostname, err)
+	}
+	return qemu.Disk{Serial: seedSerial, File: path}, nil
+}

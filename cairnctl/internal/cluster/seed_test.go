@@ -1,0 +1,36 @@
+package cluster
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A seed is what NoCloud's tooling writes: a vfat volume labelled CIDATA with user-data and meta-data,
+// readable by its owner alone (it holds the cluster's secrets).
+func TestWriteSeed(t *testing.T) {
+	for _, tool := range []string{"mkfs.vfat", "mcopy", "mdir", "mtype"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (dosfstools, mtools)", tool)
+		}
+	}
+	path := filepath.Join(t.TempDir(), SeedFile)
+	if err := WriteSeed(t.Context(), path, []byte("kind: JoinConfig\n"), "w-1"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mdir", "-i", path, "::").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Volume in drive : is CIDATA") {
+		t.Errorf("mdir of the seed: %v\n%s\nwant a volume labelled CIDATA", err, out)
+	}
+	for name, want := range map[string]string{"user-data": "kind: JoinConfig\n", "meta-data": "local-hostname: w-1\n"} {
+		got, err := exec.Command("mtype", "-i", path, "::"+name).Output()
+		if err != nil || !strings.Contains(string(got), want) {
+			t.Errorf("%s on the seed = %q, %v; want it to hold %q", name, got, err, want)
+		}
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("seed mode = %v, %v; want 0600", st.Mode(), err)
+	}
+}

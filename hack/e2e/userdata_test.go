@@ -1,0 +1,115 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// platformStatus is the platform part of `cairnctl status -o json`.
+type platformStatus struct {
+	State     string `json:"state"`
+	LockedBy  string `json:"locked_by"`
+	Hostname  string `json:"hostname"`
+	LastError string `json:"last_error"`
+	Platform  *struct {
+		Searching bool     `json:"searching"`
+		Source    string   `json:"source"`
+		Tried     []string `json:"tried"`
+		Action    string   `json:"action"`
+		Error     string   `json:"error"`
+	} `json:"platform"`
+}
+
+// writeSeed makes a NoCloud seed as a cloud's tooling does: vfat, labelled CIDATA, user-data and
+// meta-data at its root.
+func writeSeed(t *testing.T, userData, hostname string) string {
+	t.Helper()
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "seed.img")
+	for name, data := range map[string]string{"user-data": userData, "meta-data": "local-hostname: " + hostname + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range [][]string{
+		{"mkfs.vfat", "-n", "CIDATA", "-C", seed, "2048"},
+		{"mcopy", "-i", seed, filepath.Join(dir, "user-data"), filepath.Join(dir, "meta-data"), "::"},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	return seed
+}
+
+// TestUserData is issue 19's user data from a NoCloud seed (a disk labelled CIDATA), the way a cloud
+// image gets it. Always: user data that is not a Cairn document is refused, the node says why in
+// status and stays in maintenance mode, and it takes the seed's hostname. With CAIRN_E2E_PLATFORMS=1
+// (`make e2e-platforms`, minutes more under TCG): `cluster create --userdata` makes a control plane
+// that inits itself from its seed, and `cluster add --userdata` a worker that joins by itself from a
+// join document on its seed; both are Running, the worker is a Ready node under its seed's name.
+func TestUserData(t *testing.T) {
+	t.Run("malformed user data", func(t *testing.T) {
+		seed := writeSeed(t, "#!/bin/sh\necho pwned\n", "seeded-1")
+		c := createCluster(t, "ud-bad", bootTimeout, "--no-init", "--disk-file", "cidata="+seed)
+		var st platformStatus
+		deadline := time.Now().Add(2 * time.Minute)
+		for ctlJSON(t, &st, append(c.maint(t, 0), "status")...); (st.Platform == nil || st.Platform.Searching) && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Second)
+			ctlJSON(t, &st, append(c.maint(t, 0), "status")...)
+		}
+		if st.State != "Boot" || st.LockedBy != "" || st.Platform == nil || st.Platform.Source != "nocloud" ||
+			!strings.Contains(st.Platform.Error, "not a Cairn document") || !strings.Contains(st.LastError, "user data from nocloud") {
+			t.Errorf("status = %+v, platform %+v; want Boot, unlocked, nocloud's user data refused as not a Cairn document", st, st.Platform)
+		}
+		if strings.Contains(st.Platform.Error+st.LastError, "pwned") {
+			t.Errorf("the status quotes the user data: %q", st.Platform.Error)
+		}
+		if st.Hostname != "seeded-1" {
+			t.Errorf("hostname = %q, want the seed's local-hostname seeded-1", st.Hostname)
+		}
+		out := mustCtl(t, time.Minute, append(c.maint(t, 0), "status")...)
+		if !strings.Contains(out, "user data NOT used") {
+			t.Errorf("cairnctl status does not say the user data was not used:\n%s", out)
+		}
+		checkDestroy(t, c)
+	})
+	if os.Getenv("CAIRN_E2E_PLATFORMS") == "" {
+		t.Log("skipping init and join from user data: run `make e2e-platforms` (CAIRN_E2E_PLATFORMS=1)")
+		return
+	}
+
+	c := createCluster(t, "ud", createTimeout, "--userdata")
+	s := status(t, c.mtls(0))
+	if s.State != "Running" || s.LockedBy != "init" {
+		t.Fatalf("control plane from user data: status %+v, want Running, locked by init", s)
+	}
+	var st platformStatus
+	ctlJSON(t, &st, append(c.mtls(0), "status")...)
+	if st.Platform == nil || st.Platform.Source != "nocloud" || st.Platform.Action != "init" {
+		t.Errorf("platform status = %+v, want nocloud's user data said init", st.Platform)
+	}
+	mustCtl(t, 10*time.Minute, append(c.mtls(0), "health")...)
+
+	out := mustCtl(t, createTimeout, "cluster", "add", "--name", c.Name, "--state-dir", stateDir, "--image-dir", imageDir,
+		"--userdata", "--boot-timeout", bootTimeout.String())
+	t.Logf("cluster add --userdata:\n%s", out)
+	c = &cluster{clusterInfo: listCluster(t, c.Name), cairnconfig: c.cairnconfig}
+	if len(c.Nodes) != 2 {
+		t.Fatalf("cluster has %d nodes after cluster add, want 2", len(c.Nodes))
+	}
+	w := c.Nodes[1]
+	ctlJSON(t, &st, append(c.mtls(1), "status")...)
+	if st.State != "Running" || st.LockedBy != "join" || st.Hostname != w.Name || st.Platform == nil ||
+		!strings.HasPrefix(st.Platform.Action, "join ") {
+		t.Errorf("worker from user data: status %+v, platform %+v; want Running, locked by join, named %s from its seed", st, st.Platform, w.Name)
+	}
+	waitNodeReady(t, filepath.Join(c.Dir, "kubeconfig"), w.Name)
+	checkDestroy(t, c)
+}
