@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
 )
 
 // A seed is what NoCloud's tooling writes: a vfat volume labelled CIDATA with user-data and meta-data,
@@ -32,5 +34,25 @@ func TestWriteSeed(t *testing.T) {
 	}
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("seed mode = %v, %v; want 0600", st.Mode(), err)
+	}
+}
+
+// A local VM never asks a metadata service: QEMU's user network would take it to the host's, and a
+// cluster made on a cloud machine would read that machine's user data. With a seed, it reads the seed.
+func TestPlatformArg(t *testing.T) {
+	seed := []qemu.Disk{{Serial: "cairn-state"}, {Serial: seedSerial, File: "/x/seed.img"}}
+	for _, tc := range []struct {
+		name    string
+		disks   []qemu.Disk
+		cmdline []string
+		want    string
+	}{
+		{"no seed", seed[:1], nil, "cairn.platform=none"},
+		{"a seed", seed, nil, "cairn.platform=nocloud"},
+		{"the operator's choice", seed, []string{"cairn.platform=ec2"}, "cairn.platform=ec2"},
+	} {
+		if got := platformArg(tc.disks, tc.cmdline); got != tc.want {
+			t.Errorf("%s: platformArg = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
