@@ -20,11 +20,13 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/install"
+	"github.com/cairn-os/cairn/machined/internal/joinsvc"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/netcfg"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/slots"
 	"github.com/cairn-os/cairn/machined/internal/sys"
+	"github.com/cairn-os/cairn/machined/internal/tpm"
 )
 
 // fwCfgCmdline is where QEMU's -fw_cfg passes per-node kernel arguments to a node booted from the ISO or
@@ -120,6 +122,13 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		hostname:     et.setHostname,
 		hosts:        et.setExtra,
 		userData:     userDataSearch(scanner, mods, p.All, log),
+		attest: func() (joinsvc.Attester, error) {
+			k, err := tpm.OpenAttestationKey(tpm.DevicePath)
+			if err != nil {
+				return nil, err
+			}
+			return k, nil
+		},
 		// handle runs once the node has read its lock: the API answers, and the rest of the modules can
 		// load behind it.
 		handle: func(n *node.Node, log *slog.Logger, bus *events.Bus) {

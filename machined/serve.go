@@ -68,6 +68,8 @@ type platform struct {
 	clock *clock
 	// measured measures the node lock into the TPM; nil in sandbox mode, where the TPM is the host's.
 	measured *measuredLock
+	// attest opens the TPM's attestation key for a join (nil in sandbox mode: the TPM is the host's).
+	attest func() (joinsvc.Attester, error)
 	// beforeBoot runs after the API listens and before the node's boot sequence (sandbox mode copies the
 	// host's resolver files there).
 	beforeBoot func()
@@ -129,7 +131,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions,
 		DisksReady: plat.disksReady, Filesystems: plat.filesystems}
 	var n *node.Node
-	joinSvc := &joinsvc.Service{Bus: bus}
+	joinSvc := &joinsvc.Service{Bus: bus, Verifier: &joinsvc.Verifier{}}
 	wl := &workload.Workload{Paths: layout, Sandbox: plat.sandbox, Payload: plat.payload, Services: services, Starter: plat.starter,
 		Log: log, BindShared: sys.BindShared, Ready: plat.modulesReady, Now: time.Now, Hosts: plat.hosts,
 		Identity:   func() (string, []netip.Addr) { return n.Status().Hostname, netipAddrs(plat.addresses()) },
@@ -183,8 +185,8 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	n = node.New(node.Options{
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
-		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"]}, Renewer: &joinsvc.Client{},
-		Platform: plat.userData, TicketsFor: func(caHash string) node.TicketSource { return &joinsvc.Client{CAHash: caHash} },
+		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"], Attest: plat.attest}, Renewer: &joinsvc.Client{},
+		Platform: plat.userData, TicketsFor: func(caHash string) node.TicketSource { return &joinsvc.Client{CAHash: caHash, Attest: plat.attest} },
 		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Drain: wl.DrainTasks, Leave: wl.LeaveTasks, Reconfigure: wl.Reconfigure, Measure: plat.measureHook(), Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {

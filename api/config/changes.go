@@ -98,6 +98,7 @@ var effects = []struct {
 	{"cluster.machineCA", Immutable, "the cluster's trust root"},
 	{"cluster.secrets", Immutable, "the cluster's CAs and keys"},
 	{"cluster.join", Live, "where this node finds join services"},
+	{"cluster.joinAttestation", Live, "read by this control plane's join service at each ticket request"},
 	{"cluster.apiServer", Live, "the static pod is re-rendered and restarted"},
 	{"cluster.controllerManager", Live, "the static pod is re-rendered and restarted"},
 	{"cluster.scheduler", Live, "the static pod is re-rendered and restarted"},

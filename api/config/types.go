@@ -234,12 +234,14 @@ type Cluster struct {
 	// MachineCA is the PEM certificate of the CA behind the machine API; every node has it.
 	MachineCA string `yaml:"machineCA,omitempty" json:"machineCA,omitempty"`
 	// Secrets are the cluster's keys; control-plane configs only.
-	Secrets           *Secrets  `yaml:"secrets,omitempty" json:"secrets,omitempty"`
-	Join              *Join     `yaml:"join,omitempty" json:"join,omitempty"`
-	APIServer         Component `yaml:"apiServer,omitempty" json:"apiServer,omitempty"`
-	ControllerManager Component `yaml:"controllerManager,omitempty" json:"controllerManager,omitempty"`
-	Scheduler         Component `yaml:"scheduler,omitempty" json:"scheduler,omitempty"`
-	Etcd              Etcd      `yaml:"etcd,omitempty" json:"etcd,omitempty"`
+	Secrets *Secrets `yaml:"secrets,omitempty" json:"secrets,omitempty"`
+	Join    *Join    `yaml:"join,omitempty" json:"join,omitempty"`
+	// JoinAttestation is what the join services ask of a joining node's TPM.
+	JoinAttestation   JoinAttestation `yaml:"joinAttestation,omitempty" json:"joinAttestation,omitempty"`
+	APIServer         Component       `yaml:"apiServer,omitempty" json:"apiServer,omitempty"`
+	ControllerManager Component       `yaml:"controllerManager,omitempty" json:"controllerManager,omitempty"`
+	Scheduler         Component       `yaml:"scheduler,omitempty" json:"scheduler,omitempty"`
+	Etcd              Etcd            `yaml:"etcd,omitempty" json:"etcd,omitempty"`
 	// Proxy and CoreDNS are core add-ons machined applies on control planes (see DESIGN.md §12).
 	Proxy   Proxy   `yaml:"proxy,omitempty" json:"proxy,omitempty"`
 	CoreDNS CoreDNS `yaml:"coreDNS,omitempty" json:"coreDNS,omitempty"`

@@ -73,6 +73,7 @@ func Validate(c *MachineConfig) error {
 		e.add("cluster.kubernetesVersion", "%q is not a version this image carries; it carries %s", v, KubernetesVersion)
 	}
 	validateClusterNetwork(&cl.Network, &e)
+	validateJoinAttestation(&cl.JoinAttestation, &e)
 	if _, err := pki.ParseCert([]byte(cl.MachineCA)); err != nil {
 		e.add("cluster.machineCA", "%v", err)
 	}

@@ -137,8 +137,10 @@ type TicketRequest struct {
 	// The PEM public key of the node's machine-API certificate; the ticket carries the certificate signed
 	// for it, so the node's private key never leaves the node.
 	MachinePublicKey []byte `protobuf:"bytes,4,opt,name=machine_public_key,json=machinePublicKey,proto3" json:"machine_public_key,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The node's TPM attestation, answering a Challenge; unset for a node without a TPM.
+	Attestation   *Attestation `protobuf:"bytes,5,opt,name=attestation,proto3" json:"attestation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TicketRequest) Reset() {
@@ -199,6 +201,233 @@ func (x *TicketRequest) GetMachinePublicKey() []byte {
 	return nil
 }
 
+func (x *TicketRequest) GetAttestation() *Attestation {
+	if x != nil {
+		return x.Attestation
+	}
+	return nil
+}
+
+type ChallengeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EkPublic      []byte                 `protobuf:"bytes,1,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"` // TPMT_PUBLIC of the endorsement key, as the TPM marshals it
+	AkPublic      []byte                 `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"` // TPMT_PUBLIC of the attestation key
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChallengeRequest) Reset() {
+	*x = ChallengeRequest{}
+	mi := &file_join_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChallengeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChallengeRequest) ProtoMessage() {}
+
+func (x *ChallengeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_join_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChallengeRequest.ProtoReflect.Descriptor instead.
+func (*ChallengeRequest) Descriptor() ([]byte, []int) {
+	return file_join_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ChallengeRequest) GetEkPublic() []byte {
+	if x != nil {
+		return x.EkPublic
+	}
+	return nil
+}
+
+func (x *ChallengeRequest) GetAkPublic() []byte {
+	if x != nil {
+		return x.AkPublic
+	}
+	return nil
+}
+
+type ChallengeResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                               // names the challenge in the Attestation that answers it
+	Nonce           []byte                 `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`                                         // what the quote must carry as its extra data
+	CredentialBlob  []byte                 `protobuf:"bytes,3,opt,name=credential_blob,json=credentialBlob,proto3" json:"credential_blob,omitempty"` // TPM2_ActivateCredential's inputs
+	EncryptedSecret []byte                 `protobuf:"bytes,4,opt,name=encrypted_secret,json=encryptedSecret,proto3" json:"encrypted_secret,omitempty"`
+	Pcrs            []uint32               `protobuf:"varint,5,rep,packed,name=pcrs,proto3" json:"pcrs,omitempty"` // the PCRs (SHA-256 bank) to quote
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ChallengeResponse) Reset() {
+	*x = ChallengeResponse{}
+	mi := &file_join_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChallengeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChallengeResponse) ProtoMessage() {}
+
+func (x *ChallengeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_join_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChallengeResponse.ProtoReflect.Descriptor instead.
+func (*ChallengeResponse) Descriptor() ([]byte, []int) {
+	return file_join_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ChallengeResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ChallengeResponse) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *ChallengeResponse) GetCredentialBlob() []byte {
+	if x != nil {
+		return x.CredentialBlob
+	}
+	return nil
+}
+
+func (x *ChallengeResponse) GetEncryptedSecret() []byte {
+	if x != nil {
+		return x.EncryptedSecret
+	}
+	return nil
+}
+
+func (x *ChallengeResponse) GetPcrs() []uint32 {
+	if x != nil {
+		return x.Pcrs
+	}
+	return nil
+}
+
+type Attestation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChallengeId   string                 `protobuf:"bytes,1,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	EkPublic      []byte                 `protobuf:"bytes,2,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"`
+	AkPublic      []byte                 `protobuf:"bytes,3,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"`
+	Credential    []byte                 `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`                                                                // the secret the TPM recovered
+	Quote         []byte                 `protobuf:"bytes,5,opt,name=quote,proto3" json:"quote,omitempty"`                                                                          // TPMS_ATTEST
+	Signature     []byte                 `protobuf:"bytes,6,opt,name=signature,proto3" json:"signature,omitempty"`                                                                  // TPMT_SIGNATURE by the attestation key
+	Pcrs          map[uint32][]byte      `protobuf:"bytes,7,rep,name=pcrs,proto3" json:"pcrs,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the quoted PCRs' values
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attestation) Reset() {
+	*x = Attestation{}
+	mi := &file_join_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attestation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attestation) ProtoMessage() {}
+
+func (x *Attestation) ProtoReflect() protoreflect.Message {
+	mi := &file_join_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attestation.ProtoReflect.Descriptor instead.
+func (*Attestation) Descriptor() ([]byte, []int) {
+	return file_join_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Attestation) GetChallengeId() string {
+	if x != nil {
+		return x.ChallengeId
+	}
+	return ""
+}
+
+func (x *Attestation) GetEkPublic() []byte {
+	if x != nil {
+		return x.EkPublic
+	}
+	return nil
+}
+
+func (x *Attestation) GetAkPublic() []byte {
+	if x != nil {
+		return x.AkPublic
+	}
+	return nil
+}
+
+func (x *Attestation) GetCredential() []byte {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+func (x *Attestation) GetQuote() []byte {
+	if x != nil {
+		return x.Quote
+	}
+	return nil
+}
+
+func (x *Attestation) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *Attestation) GetPcrs() map[uint32][]byte {
+	if x != nil {
+		return x.Pcrs
+	}
+	return nil
+}
+
 type JoinTicket struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ClusterName    string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
@@ -221,7 +450,7 @@ type JoinTicket struct {
 
 func (x *JoinTicket) Reset() {
 	*x = JoinTicket{}
-	mi := &file_join_proto_msgTypes[3]
+	mi := &file_join_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +462,7 @@ func (x *JoinTicket) String() string {
 func (*JoinTicket) ProtoMessage() {}
 
 func (x *JoinTicket) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[3]
+	mi := &file_join_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +475,7 @@ func (x *JoinTicket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTicket.ProtoReflect.Descriptor instead.
 func (*JoinTicket) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{3}
+	return file_join_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JoinTicket) GetClusterName() string {
@@ -358,7 +587,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_join_proto_msgTypes[4]
+	mi := &file_join_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +599,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[4]
+	mi := &file_join_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +612,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{4}
+	return file_join_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Member) GetName() string {
@@ -422,7 +651,7 @@ type ControlPlaneSecrets struct {
 
 func (x *ControlPlaneSecrets) Reset() {
 	*x = ControlPlaneSecrets{}
-	mi := &file_join_proto_msgTypes[5]
+	mi := &file_join_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +663,7 @@ func (x *ControlPlaneSecrets) String() string {
 func (*ControlPlaneSecrets) ProtoMessage() {}
 
 func (x *ControlPlaneSecrets) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[5]
+	mi := &file_join_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +676,7 @@ func (x *ControlPlaneSecrets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlPlaneSecrets.ProtoReflect.Descriptor instead.
 func (*ControlPlaneSecrets) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{5}
+	return file_join_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ControlPlaneSecrets) GetSecrets() []byte {
@@ -482,7 +711,7 @@ type EtcdPeer struct {
 
 func (x *EtcdPeer) Reset() {
 	*x = EtcdPeer{}
-	mi := &file_join_proto_msgTypes[6]
+	mi := &file_join_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +723,7 @@ func (x *EtcdPeer) String() string {
 func (*EtcdPeer) ProtoMessage() {}
 
 func (x *EtcdPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_join_proto_msgTypes[6]
+	mi := &file_join_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +736,7 @@ func (x *EtcdPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdPeer.ProtoReflect.Descriptor instead.
 func (*EtcdPeer) Descriptor() ([]byte, []int) {
-	return file_join_proto_rawDescGZIP(), []int{6}
+	return file_join_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EtcdPeer) GetName() string {
@@ -542,12 +771,35 @@ const file_join_proto_rawDesc = "" +
 	"\tunix_time\x18\x02 \x01(\x03R\bunixTime\x12\x1c\n" +
 	"\tsignature\x18\x03 \x01(\fR\tsignature\"2\n" +
 	"\rRenewResponse\x12!\n" +
-	"\fmachine_cert\x18\x01 \x01(\fR\vmachineCert\"\x8e\x01\n" +
+	"\fmachine_cert\x18\x01 \x01(\fR\vmachineCert\"\xd5\x01\n" +
 	"\rTicketRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\taddresses\x18\x03 \x03(\tR\taddresses\x12,\n" +
-	"\x12machine_public_key\x18\x04 \x01(\fR\x10machinePublicKey\"\x98\x04\n" +
+	"\x12machine_public_key\x18\x04 \x01(\fR\x10machinePublicKey\x12E\n" +
+	"\vattestation\x18\x05 \x01(\v2#.cairn.machine.v1alpha1.AttestationR\vattestation\"L\n" +
+	"\x10ChallengeRequest\x12\x1b\n" +
+	"\tek_public\x18\x01 \x01(\fR\bekPublic\x12\x1b\n" +
+	"\tak_public\x18\x02 \x01(\fR\bakPublic\"\xa1\x01\n" +
+	"\x11ChallengeResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12'\n" +
+	"\x0fcredential_blob\x18\x03 \x01(\fR\x0ecredentialBlob\x12)\n" +
+	"\x10encrypted_secret\x18\x04 \x01(\fR\x0fencryptedSecret\x12\x12\n" +
+	"\x04pcrs\x18\x05 \x03(\rR\x04pcrs\"\xba\x02\n" +
+	"\vAttestation\x12!\n" +
+	"\fchallenge_id\x18\x01 \x01(\tR\vchallengeId\x12\x1b\n" +
+	"\tek_public\x18\x02 \x01(\fR\bekPublic\x12\x1b\n" +
+	"\tak_public\x18\x03 \x01(\fR\bakPublic\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x04 \x01(\fR\n" +
+	"credential\x12\x14\n" +
+	"\x05quote\x18\x05 \x01(\fR\x05quote\x12\x1c\n" +
+	"\tsignature\x18\x06 \x01(\fR\tsignature\x12A\n" +
+	"\x04pcrs\x18\a \x03(\v2-.cairn.machine.v1alpha1.Attestation.PcrsEntryR\x04pcrs\x1a7\n" +
+	"\tPcrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x98\x04\n" +
 	"\n" +
 	"JoinTicket\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1d\n" +
@@ -580,9 +832,10 @@ const file_join_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\bpeer_url\x18\x02 \x01(\tR\apeerUrl\x12\x1d\n" +
 	"\n" +
-	"client_url\x18\x03 \x01(\tR\tclientUrl2\xca\x01\n" +
+	"client_url\x18\x03 \x01(\tR\tclientUrl2\xac\x02\n" +
 	"\vJoinService\x12Z\n" +
-	"\rRequestTicket\x12%.cairn.machine.v1alpha1.TicketRequest\x1a\".cairn.machine.v1alpha1.JoinTicket\x12_\n" +
+	"\rRequestTicket\x12%.cairn.machine.v1alpha1.TicketRequest\x1a\".cairn.machine.v1alpha1.JoinTicket\x12`\n" +
+	"\tChallenge\x12(.cairn.machine.v1alpha1.ChallengeRequest\x1a).cairn.machine.v1alpha1.ChallengeResponse\x12_\n" +
 	"\x10RenewCertificate\x12$.cairn.machine.v1alpha1.RenewRequest\x1a%.cairn.machine.v1alpha1.RenewResponseB/Z-github.com/cairn-os/cairn/api/machine;machineb\x06proto3"
 
 var (
@@ -597,29 +850,37 @@ func file_join_proto_rawDescGZIP() []byte {
 	return file_join_proto_rawDescData
 }
 
-var file_join_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_join_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_join_proto_goTypes = []any{
 	(*RenewRequest)(nil),        // 0: cairn.machine.v1alpha1.RenewRequest
 	(*RenewResponse)(nil),       // 1: cairn.machine.v1alpha1.RenewResponse
 	(*TicketRequest)(nil),       // 2: cairn.machine.v1alpha1.TicketRequest
-	(*JoinTicket)(nil),          // 3: cairn.machine.v1alpha1.JoinTicket
-	(*Member)(nil),              // 4: cairn.machine.v1alpha1.Member
-	(*ControlPlaneSecrets)(nil), // 5: cairn.machine.v1alpha1.ControlPlaneSecrets
-	(*EtcdPeer)(nil),            // 6: cairn.machine.v1alpha1.EtcdPeer
+	(*ChallengeRequest)(nil),    // 3: cairn.machine.v1alpha1.ChallengeRequest
+	(*ChallengeResponse)(nil),   // 4: cairn.machine.v1alpha1.ChallengeResponse
+	(*Attestation)(nil),         // 5: cairn.machine.v1alpha1.Attestation
+	(*JoinTicket)(nil),          // 6: cairn.machine.v1alpha1.JoinTicket
+	(*Member)(nil),              // 7: cairn.machine.v1alpha1.Member
+	(*ControlPlaneSecrets)(nil), // 8: cairn.machine.v1alpha1.ControlPlaneSecrets
+	(*EtcdPeer)(nil),            // 9: cairn.machine.v1alpha1.EtcdPeer
+	nil,                         // 10: cairn.machine.v1alpha1.Attestation.PcrsEntry
 }
 var file_join_proto_depIdxs = []int32{
-	4, // 0: cairn.machine.v1alpha1.JoinTicket.members:type_name -> cairn.machine.v1alpha1.Member
-	5, // 1: cairn.machine.v1alpha1.JoinTicket.control_plane:type_name -> cairn.machine.v1alpha1.ControlPlaneSecrets
-	6, // 2: cairn.machine.v1alpha1.ControlPlaneSecrets.etcd_members:type_name -> cairn.machine.v1alpha1.EtcdPeer
-	2, // 3: cairn.machine.v1alpha1.JoinService.RequestTicket:input_type -> cairn.machine.v1alpha1.TicketRequest
-	0, // 4: cairn.machine.v1alpha1.JoinService.RenewCertificate:input_type -> cairn.machine.v1alpha1.RenewRequest
-	3, // 5: cairn.machine.v1alpha1.JoinService.RequestTicket:output_type -> cairn.machine.v1alpha1.JoinTicket
-	1, // 6: cairn.machine.v1alpha1.JoinService.RenewCertificate:output_type -> cairn.machine.v1alpha1.RenewResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5,  // 0: cairn.machine.v1alpha1.TicketRequest.attestation:type_name -> cairn.machine.v1alpha1.Attestation
+	10, // 1: cairn.machine.v1alpha1.Attestation.pcrs:type_name -> cairn.machine.v1alpha1.Attestation.PcrsEntry
+	7,  // 2: cairn.machine.v1alpha1.JoinTicket.members:type_name -> cairn.machine.v1alpha1.Member
+	8,  // 3: cairn.machine.v1alpha1.JoinTicket.control_plane:type_name -> cairn.machine.v1alpha1.ControlPlaneSecrets
+	9,  // 4: cairn.machine.v1alpha1.ControlPlaneSecrets.etcd_members:type_name -> cairn.machine.v1alpha1.EtcdPeer
+	2,  // 5: cairn.machine.v1alpha1.JoinService.RequestTicket:input_type -> cairn.machine.v1alpha1.TicketRequest
+	3,  // 6: cairn.machine.v1alpha1.JoinService.Challenge:input_type -> cairn.machine.v1alpha1.ChallengeRequest
+	0,  // 7: cairn.machine.v1alpha1.JoinService.RenewCertificate:input_type -> cairn.machine.v1alpha1.RenewRequest
+	6,  // 8: cairn.machine.v1alpha1.JoinService.RequestTicket:output_type -> cairn.machine.v1alpha1.JoinTicket
+	4,  // 9: cairn.machine.v1alpha1.JoinService.Challenge:output_type -> cairn.machine.v1alpha1.ChallengeResponse
+	1,  // 10: cairn.machine.v1alpha1.JoinService.RenewCertificate:output_type -> cairn.machine.v1alpha1.RenewResponse
+	8,  // [8:11] is the sub-list for method output_type
+	5,  // [5:8] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_join_proto_init() }
@@ -633,7 +894,7 @@ func file_join_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_join_proto_rawDesc), len(file_join_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	JoinService_RequestTicket_FullMethodName    = "/cairn.machine.v1alpha1.JoinService/RequestTicket"
+	JoinService_Challenge_FullMethodName        = "/cairn.machine.v1alpha1.JoinService/Challenge"
 	JoinService_RenewCertificate_FullMethodName = "/cairn.machine.v1alpha1.JoinService/RenewCertificate"
 )
 
@@ -31,6 +32,11 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type JoinServiceClient interface {
 	RequestTicket(ctx context.Context, in *TicketRequest, opts ...grpc.CallOption) (*JoinTicket, error)
+	// Challenge starts a TPM attestation (issue 18): the node sends its endorsement key's and a fresh
+	// attestation key's public areas; the service answers with a nonce and a credential only that TPM can
+	// recover for that key. The node's TicketRequest then carries the recovered credential and a quote of
+	// the PCRs the service names, over the nonce. A challenge is answered once, within two minutes.
+	Challenge(ctx context.Context, in *ChallengeRequest, opts ...grpc.CallOption) (*ChallengeResponse, error)
 	// RenewCertificate re-signs a joined node's machine-API certificate before it expires: the node proves
 	// it holds the certificate's key by signing the request, and gets a new certificate for the same key,
 	// name and addresses. A node whose Node object is gone (it left the cluster) gets none.
@@ -55,6 +61,16 @@ func (c *joinServiceClient) RequestTicket(ctx context.Context, in *TicketRequest
 	return out, nil
 }
 
+func (c *joinServiceClient) Challenge(ctx context.Context, in *ChallengeRequest, opts ...grpc.CallOption) (*ChallengeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChallengeResponse)
+	err := c.cc.Invoke(ctx, JoinService_Challenge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *joinServiceClient) RenewCertificate(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewResponse)
@@ -70,6 +86,11 @@ func (c *joinServiceClient) RenewCertificate(ctx context.Context, in *RenewReque
 // for forward compatibility.
 type JoinServiceServer interface {
 	RequestTicket(context.Context, *TicketRequest) (*JoinTicket, error)
+	// Challenge starts a TPM attestation (issue 18): the node sends its endorsement key's and a fresh
+	// attestation key's public areas; the service answers with a nonce and a credential only that TPM can
+	// recover for that key. The node's TicketRequest then carries the recovered credential and a quote of
+	// the PCRs the service names, over the nonce. A challenge is answered once, within two minutes.
+	Challenge(context.Context, *ChallengeRequest) (*ChallengeResponse, error)
 	// RenewCertificate re-signs a joined node's machine-API certificate before it expires: the node proves
 	// it holds the certificate's key by signing the request, and gets a new certificate for the same key,
 	// name and addresses. A node whose Node object is gone (it left the cluster) gets none.
@@ -86,6 +107,9 @@ type UnimplementedJoinServiceServer struct{}
 
 func (UnimplementedJoinServiceServer) RequestTicket(context.Context, *TicketRequest) (*JoinTicket, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestTicket not implemented")
+}
+func (UnimplementedJoinServiceServer) Challenge(context.Context, *ChallengeRequest) (*ChallengeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Challenge not implemented")
 }
 func (UnimplementedJoinServiceServer) RenewCertificate(context.Context, *RenewRequest) (*RenewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCertificate not implemented")
@@ -129,6 +153,24 @@ func _JoinService_RequestTicket_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JoinService_Challenge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChallengeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JoinServiceServer).Challenge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JoinService_Challenge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JoinServiceServer).Challenge(ctx, req.(*ChallengeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _JoinService_RenewCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewRequest)
 	if err := dec(in); err != nil {
@@ -157,6 +199,10 @@ var JoinService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequestTicket",
 			Handler:    _JoinService_RequestTicket_Handler,
+		},
+		{
+			MethodName: "Challenge",
+			Handler:    _JoinService_Challenge_Handler,
 		},
 		{
 			MethodName: "RenewCertificate",

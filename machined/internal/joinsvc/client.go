@@ -13,10 +13,14 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/tpm"
 )
 
 // Client asks join services for tickets.
@@ -25,6 +29,16 @@ type Client struct {
 	// (InsecureCA) skips the check, and the ticket's own checks are all that stands between the node and a
 	// wrong cluster; empty refuses to ask at all.
 	CAHash string
+	// Attest opens this machine's TPM attestation key for one ticket request (nil, or an error wrapping
+	// tpm.ErrNoTPM: the node asks without attesting, and the service's policy decides).
+	Attest func() (Attester, error)
+}
+
+// Attester is a TPM attestation key (tpm.AttestationKey).
+type Attester interface {
+	Identity() tpm.Identity
+	Respond(ch tpm.Challenge, pcrs []int) (*tpm.Evidence, error)
+	Close() error
 }
 
 // InsecureCA as CAHash accepts any join service.
@@ -43,7 +57,55 @@ func (c *Client) RequestTicket(ctx context.Context, addr string, req *machine.Ti
 		return nil, err
 	}
 	defer conn.Close()
-	return machine.NewJoinServiceClient(conn).RequestTicket(ctx, req)
+	js := machine.NewJoinServiceClient(conn)
+	att, err := c.attest(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	if att != nil {
+		req = proto.Clone(req).(*machine.TicketRequest)
+		req.Attestation = att
+	}
+	return js.RequestTicket(ctx, req)
+}
+
+// attest answers the service's TPM challenge: nil when this machine has no TPM or the service checks
+// no attestations (an older Cairn), an error when the TPM or the exchange fails (the join is retried
+// rather than made without the attestation the cluster may require).
+func (c *Client) attest(ctx context.Context, js machine.JoinServiceClient) (*machine.Attestation, error) {
+	if c.Attest == nil {
+		return nil, nil
+	}
+	k, err := c.Attest()
+	if errors.Is(err, tpm.ErrNoTPM) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attestation: %w", err)
+	}
+	defer k.Close()
+	id := k.Identity()
+	ch, err := js.Challenge(ctx, &machine.ChallengeRequest{EkPublic: id.EK, AkPublic: id.AK})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attestation: the join service's challenge: %w", err)
+	}
+	pcrs := make([]int, 0, len(ch.Pcrs))
+	for _, p := range ch.Pcrs {
+		pcrs = append(pcrs, int(p))
+	}
+	ev, err := k.Respond(tpm.Challenge{Nonce: ch.Nonce, CredentialBlob: ch.CredentialBlob, Secret: ch.EncryptedSecret}, pcrs)
+	if err != nil {
+		return nil, fmt.Errorf("attestation: %w", err)
+	}
+	a := &machine.Attestation{ChallengeId: ch.Id, EkPublic: id.EK, AkPublic: id.AK, Credential: ev.Credential,
+		Quote: ev.Attest, Signature: ev.Signature, Pcrs: map[uint32][]byte{}}
+	for i, v := range ev.PCRs {
+		a.Pcrs[uint32(i)] = v
+	}
+	return a, nil
 }
 
 // RenewCertificate asks the join service at addr, which must prove itself with a certificate of the

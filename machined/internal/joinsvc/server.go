@@ -23,6 +23,8 @@ type Service struct {
 	machine.UnimplementedJoinServiceServer
 	Issuer *Issuer
 	Bus    *events.Bus
+	// Verifier challenges joining nodes' TPMs (nil: no attestation is asked for or checked).
+	Verifier *Verifier
 
 	mu      sync.Mutex
 	started bool
@@ -34,11 +36,15 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 	if p, ok := peer.FromContext(ctx); ok {
 		from = p.Addr.String()
 	}
-	t, err := s.Issuer.Issue(ctx, req)
+	attested, err := s.attestation(req)
+	var t *machine.JoinTicket
+	if err == nil {
+		t, err = s.Issuer.Issue(ctx, req)
+	}
 	var denied *DeniedError
 	switch {
 	case err == nil:
-		s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: "ticket", Message: fmt.Sprintf("ticket issued to %s (%s) from %s", req.NodeName, t.Role, from)})
+		s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: "ticket", Message: fmt.Sprintf("ticket issued to %s (%s) from %s%s", req.NodeName, t.Role, from, attested)})
 		return t, nil
 	case errors.As(err, &denied) && denied.Invalid():
 		err = status.Error(codes.InvalidArgument, err.Error())
@@ -54,6 +60,41 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 	s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: status.Convert(err).Message(),
 		Message: fmt.Sprintf("join of %q from %s refused", req.NodeName, from)})
 	return nil, err
+}
+
+// attestation checks the request's TPM attestation by the cluster's policy, before its token is spent;
+// what it found goes into the ticket's event.
+func (s *Service) attestation(req *machine.TicketRequest) (string, error) {
+	if s.Verifier == nil {
+		return "", nil
+	}
+	cfg := s.Issuer.Config()
+	if cfg == nil {
+		return "", errors.New("this node is not a configured control plane")
+	}
+	note, err := s.Verifier.Check(req.Attestation, cfg.Cluster.JoinAttestation)
+	if err != nil {
+		return "", err
+	}
+	return "; " + note, nil
+}
+
+// Challenge implements the join service: the first half of a TPM attestation.
+func (s *Service) Challenge(_ context.Context, req *machine.ChallengeRequest) (*machine.ChallengeResponse, error) {
+	cfg := s.Issuer.Config()
+	if s.Verifier == nil || cfg == nil {
+		return nil, status.Error(codes.Unimplemented, "this join service does not check attestations")
+	}
+	r, err := s.Verifier.Challenge(req, cfg.Cluster.JoinAttestation)
+	var denied *DeniedError
+	switch {
+	case err == nil:
+		return r, nil
+	case errors.As(err, &denied):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	default:
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
 }
 
 // RenewCertificate implements the join service.

@@ -45,7 +45,7 @@ func serveJoinEtcd(t *testing.T, etcd EtcdMembership) (*testcluster.Cluster, *To
 	cert.Certificate = append(cert.Certificate, ca.Cert.Raw)
 	p := filepath.Join(t.TempDir(), TokensFile)
 	tokens := NewTokens(FileStore(func() string { return p }), nil)
-	svc := &Service{Bus: events.NewBus(nil, nil), Issuer: &Issuer{Tokens: tokens, Now: time.Now, Etcd: etcd,
+	svc := &Service{Bus: events.NewBus(nil, nil), Verifier: &Verifier{}, Issuer: &Issuer{Tokens: tokens, Now: time.Now, Etcd: etcd,
 		Config:  func() *config.MachineConfig { return c.ControlPlane },
 		Members: func(context.Context) []*machine.Member { return []*machine.Member{{Name: "cp1", Address: "10.5.0.2"}} }}}
 	addr, err := svc.Listen("127.0.0.1:0", cert)

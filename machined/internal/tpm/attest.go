@@ -82,8 +82,9 @@ var akTemplate = tpm2.TPMTPublic{
 
 // AttestationKey is a node's EK and AK, loaded in its TPM for one attestation.
 type AttestationKey struct {
-	t      *TPM
-	ek, ak *tpm2.CreatePrimaryResponse
+	t       *TPM
+	ek, ak  *tpm2.CreatePrimaryResponse
+	ownsTPM bool
 }
 
 // AttestationKey loads the EK (the TCG's ECC P-256 template: the same key each time on this TPM) and makes
@@ -101,11 +102,31 @@ func (t *TPM) AttestationKey() (*AttestationKey, error) {
 	return &AttestationKey{t: t, ek: ek, ak: ak}, nil
 }
 
-// Close unloads the keys.
+// Close unloads the keys, and closes the TPM when OpenAttestationKey opened it.
 func (k *AttestationKey) Close() error {
 	_, err := tpm2.FlushContext{FlushHandle: k.ak.ObjectHandle}.Execute(k.t.t)
 	_, err2 := tpm2.FlushContext{FlushHandle: k.ek.ObjectHandle}.Execute(k.t.t)
-	return errors.Join(err, err2)
+	var err3 error
+	if k.ownsTPM {
+		err3 = k.t.Close()
+	}
+	return errors.Join(err, err2, err3)
+}
+
+// OpenAttestationKey opens the TPM at path for one attestation (ErrNoTPM when there is none); Close
+// closes it again. The kernel's resource manager lets it share the TPM with the measured lock.
+func OpenAttestationKey(path string) (*AttestationKey, error) {
+	t, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := t.AttestationKey()
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	k.ownsTPM = true
+	return k, nil
 }
 
 // Identity is the keys' public halves, for the verifier.
