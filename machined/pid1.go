@@ -123,6 +123,12 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		hosts:        et.setExtra,
 		userData:     userDataSearch(scanner, mods, p.All, log),
 		attest: func() (joinsvc.Attester, error) {
+			// The TPM's driver is one of the modules loaded behind the API: a join that starts at boot
+			// must not take a TPM that is not there yet for none.
+			select {
+			case <-mods.all:
+			case <-time.After(time.Minute):
+			}
 			k, err := tpm.OpenAttestationKey(tpm.DevicePath)
 			if err != nil {
 				return nil, err
