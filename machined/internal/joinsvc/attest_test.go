@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,9 @@ func TestAttestedJoin(t *testing.T) {
 	if _, err := withoutTPM.RequestTicket(ctx, addr, request()); err != nil {
 		t.Fatalf("a node without a TPM where the policy does not require one: %v", err)
 	}
+	if _, err := (&Client{CAHash: pin, Attest: func() (Attester, error) { return nil, errors.New("TPM_RC_HIERARCHY") }}).RequestTicket(ctx, addr, request()); err != nil {
+		t.Fatalf("a node whose TPM cannot attest, where the policy does not require it: %v", err)
+	}
 
 	*policy = config.JoinAttestation{Required: true, PCRs: map[int]string{tpm.PCR: hex.EncodeToString(pcr[0])}}
 	if _, err := withTPM.RequestTicket(ctx, addr, request()); err != nil {
@@ -80,6 +84,10 @@ func TestAttestedJoin(t *testing.T) {
 	if role, err := tokens.Use(ctx, req.Token); err != nil || role != RoleWorker {
 		t.Errorf("the refused node's token was spent: %v", err)
 	}
+
+	broken := &Client{CAHash: pin, Attest: func() (Attester, error) { return nil, errors.New("TPM_RC_HIERARCHY") }}
+	_, err = broken.RequestTicket(ctx, addr, request())
+	refused("a TPM that cannot attest, policy requires it", err, "could not attest: attestation: TPM_RC_HIERARCHY")
 
 	policy.PCRs = map[int]string{tpm.PCR: strings.Repeat("00", 32)}
 	_, err = withTPM.RequestTicket(ctx, addr, request())

@@ -58,20 +58,22 @@ func (c *Client) RequestTicket(ctx context.Context, addr string, req *machine.Ti
 	}
 	defer conn.Close()
 	js := machine.NewJoinServiceClient(conn)
-	att, err := c.attest(ctx, js)
-	if err != nil {
-		return nil, err
-	}
+	// A TPM that cannot attest does not stop the join: the request goes without, and the cluster's
+	// policy decides; a refusal then carries the TPM's error too.
+	att, attErr := c.attest(ctx, js)
 	if att != nil {
 		req = proto.Clone(req).(*machine.TicketRequest)
 		req.Attestation = att
 	}
-	return js.RequestTicket(ctx, req)
+	t, err := js.RequestTicket(ctx, req)
+	if err != nil && attErr != nil {
+		return nil, fmt.Errorf("%w (and this node could not attest: %v)", err, attErr)
+	}
+	return t, err
 }
 
 // attest answers the service's TPM challenge: nil when this machine has no TPM or the service checks
-// no attestations (an older Cairn), an error when the TPM or the exchange fails (the join is retried
-// rather than made without the attestation the cluster may require).
+// no attestations (an older Cairn), an error when the TPM or the exchange fails.
 func (c *Client) attest(ctx context.Context, js machine.JoinServiceClient) (*machine.Attestation, error) {
 	if c.Attest == nil {
 		return nil, nil

@@ -118,14 +118,14 @@ func (t *Tokens) Create(ctx context.Context, role string, ttl time.Duration, use
 	return id + "." + secret, exp, nil
 }
 
-// DeniedError says why a token was refused; the API answers PermissionDenied (InvalidArgument for a bad
+// DeniedError says why a join was refused (its token, or its attestation); the API answers PermissionDenied
 // request to create one).
 type DeniedError struct {
 	Reason  string
 	invalid bool
 }
 
-func (e *DeniedError) Error() string { return "join token refused: " + e.Reason }
+func (e *DeniedError) Error() string { return "join refused: " + e.Reason }
 
 // Invalid reports whether the request itself was malformed (rather than the token refused).
 func (e *DeniedError) Invalid() bool { return e.invalid }
