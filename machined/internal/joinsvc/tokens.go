@@ -119,7 +119,7 @@ func (t *Tokens) Create(ctx context.Context, role string, ttl time.Duration, use
 }
 
 // DeniedError says why a join was refused (its token, or its attestation); the API answers PermissionDenied
-// request to create one).
+// (InvalidArgument for a malformed request).
 type DeniedError struct {
 	Reason  string
 	invalid bool
