@@ -16,6 +16,11 @@ import (
 // seedDir is where a seed volume (NoCloud's CIDATA, OpenStack's config-2) is mounted while it is read.
 const seedDir = "/run/cairn/seed"
 
+// seedMountOptions: vfat's default character set is the kernel's (utf8), whose module the image does
+// not carry; a seed's names are ASCII, so the ESP's code page and character set do (their modules are
+// in the image). Without them the mount failed with EINVAL.
+var seedMountOptions = map[string]string{"vfat": "codepage=437,iocharset=iso8859-1"}
+
 // userDataSearch is an unconfigured node's search for user data (node.Options.Platform): once the
 // disk drivers and the filesystems a seed volume uses (vfat, isofs) are loaded, the platform package
 // tries its sources in order.
@@ -26,7 +31,7 @@ func userDataSearch(scanner inventory.Scanner, mods *bootModules, cmdline map[st
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
-			return sys.Mounter{}.Mount(dev, dir, fstype, unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, "")
+			return sys.Mounter{}.Mount(dev, dir, fstype, unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, seedMountOptions[fstype])
 		},
 		Unmount: func(dir string) error { return sys.Mounter{}.Unmount(dir, false) },
 		Dir:     seedDir, Cmdline: cmdline, Log: log,

@@ -58,11 +58,14 @@ func TestUserData(t *testing.T) {
 	t.Run("malformed user data", func(t *testing.T) {
 		seed := writeSeed(t, "#!/bin/sh\necho pwned\n", "seeded-1")
 		c := createCluster(t, "ud-bad", bootTimeout, "--no-init", "--disk-file", "cidata="+seed)
+		// A fresh value each time: the JSON leaves out what is false or empty.
 		var st platformStatus
-		deadline := time.Now().Add(2 * time.Minute)
-		for ctlJSON(t, &st, append(c.maint(t, 0), "status")...); (st.Platform == nil || st.Platform.Searching) && time.Now().Before(deadline); {
-			time.Sleep(2 * time.Second)
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Second) {
+			st = platformStatus{}
 			ctlJSON(t, &st, append(c.maint(t, 0), "status")...)
+			if st.Platform != nil && !st.Platform.Searching || time.Now().After(deadline) {
+				break
+			}
 		}
 		if st.State != "Boot" || st.LockedBy != "" || st.Platform == nil || st.Platform.Source != "nocloud" ||
 			!strings.Contains(st.Platform.Error, "not a Cairn document") || !strings.Contains(st.LastError, "user data from nocloud") {
@@ -105,6 +108,7 @@ func TestUserData(t *testing.T) {
 		t.Fatalf("cluster has %d nodes after cluster add, want 2", len(c.Nodes))
 	}
 	w := c.Nodes[1]
+	st = platformStatus{}
 	ctlJSON(t, &st, append(c.mtls(1), "status")...)
 	if st.State != "Running" || st.LockedBy != "join" || st.Hostname != w.Name || st.Platform == nil ||
 		!strings.HasPrefix(st.Platform.Action, "join ") {

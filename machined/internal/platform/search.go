@@ -67,22 +67,27 @@ func (s Search) Run(ctx context.Context) (Answer, error) {
 			}
 		}
 	}()
-	seed := func(name string, labels []string) string {
+	// A seed volume that is there but cannot be mounted ends the search with its error: the machine is
+	// on that platform, and a later source must not stand in for it.
+	seed := func(name string, labels []string) (string, error) {
 		dev, fstype, ok := FindVolume(disks, labels)
 		if !ok {
-			return ""
+			return "", nil
 		}
 		dir := filepath.Join(s.Dir, name)
 		if err := s.Mount(dev, dir, fstype); err != nil {
-			s.Log.Warn("platform: mount seed volume", "device", dev, "error", err)
-			return ""
+			return "", fmt.Errorf("platform %s: the seed volume %s (%s): %w", name, dev, fstype, err)
 		}
 		mounted = append(mounted, dir)
-		return dir
+		return dir, nil
 	}
 	want := func(name string) bool { return choice == "" || choice == name }
 	if want("nocloud") {
-		sources = append(sources, NoCloudDir{Dir: seed("nocloud", noCloudLabels)})
+		dir, err := seed("nocloud", noCloudLabels)
+		if err != nil {
+			return Answer{Tried: []string{"nocloud: " + err.Error()}}, err
+		}
+		sources = append(sources, NoCloudDir{Dir: dir})
 		if u := noCloudSeedURL(s.Cmdline["ds"]); u != "" {
 			sources = append(sources, NoCloudURL{URL: u})
 		}
@@ -90,7 +95,11 @@ func (s Search) Run(ctx context.Context) (Answer, error) {
 	// The config drive before the metadata services: a local volume answers at once, while a service
 	// that is not there costs its timeouts.
 	if want("openstack") {
-		sources = append(sources, OpenStack{Dir: seed("openstack", configDriveLabs)})
+		dir, err := seed("openstack", configDriveLabs)
+		if err != nil {
+			return Answer{Tried: []string{"openstack: " + err.Error()}}, err
+		}
+		sources = append(sources, OpenStack{Dir: dir})
 	}
 	if want("ec2") {
 		sources = append(sources, s.EC2)

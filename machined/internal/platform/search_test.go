@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,9 +22,13 @@ type fakeSeeds struct {
 	files   map[string]map[string]string // device → file → content
 	mounted []string
 	mounts  int
+	fail    error // every mount fails with it
 }
 
 func (f *fakeSeeds) mount(dev, dir, fstype string) error {
+	if f.fail != nil {
+		return f.fail
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -74,16 +79,20 @@ func TestSearch(t *testing.T) {
 		wantHost   string
 		wantErr    string
 		wantMounts int
+		mountErr   error
 	}{
 		{name: "a NoCloud volume", disks: disks, wantSource: "nocloud", wantHost: "node-7", wantMounts: 1},
 		{name: "told to look nowhere", cmdline: map[string]string{"cairn.platform": "none"}, disks: disks},
 		{name: "told to look elsewhere", cmdline: map[string]string{"cairn.platform": "openstack"}, disks: disks},
 		{name: "no seed and no service", disks: disks[:2]},
 		{name: "an unknown platform", cmdline: map[string]string{"cairn.platform": "azure"}, wantErr: "cairn.platform=azure"},
+		// The machine has a seed: a later source must not stand in for it, and the error names it.
+		{name: "a seed that cannot be mounted", disks: disks, mountErr: errors.New("invalid argument"),
+			wantErr: "the seed volume /dev/vdc (vfat): invalid argument"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeSeeds{files: files}
+			f := &fakeSeeds{files: files, fail: tc.mountErr}
 			base := absentServer(t)
 			s := Search{
 				Disks: func(context.Context) ([]inventory.Disk, error) { return tc.disks, nil },
