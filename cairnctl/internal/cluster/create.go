@@ -350,34 +350,6 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	return res, nil
 }
 
-// writeFirstKubeconfig writes the cluster's admin kubeconfig from the first control plane.
-func writeFirstKubeconfig(ctx context.Context, res *Result, dir string, first NodeState, cctx *client.Context, p *Progress) error {
-	kc := filepath.Join(dir, KubeconfigFile)
-	switch err := writeKubeconfig(ctx, first, cctx, kc); {
-	case status.Code(err) == codes.Unimplemented:
-		p.Printf("warning: %s cannot give a kubeconfig yet (%v); no %s written", first.Name, status.Convert(err).Message(), kc)
-	case err != nil:
-		return fmt.Errorf("node %s: kubeconfig: %w", first.Name, err)
-	default:
-		res.Kubeconfig = kc
-		p.Printf("wrote %s (server https://127.0.0.1:%d)", kc, first.Ports[KubePort])
-	}
-	return nil
-}
-
-// initSeed writes the first control plane's seed: its config, with bootstrap: true, as user data.
-func initSeed(ctx context.Context, nodeDir string, n Node) (qemu.Disk, error) {
-	raw, err := os.ReadFile(filepath.Join(nodeDir, NodeConfigFile))
-	if err != nil {
-		return qemu.Disk{}, err
-	}
-	ud, err := config.InitUserData(raw)
-	if err != nil {
-		return qemu.Disk{}, fmt.Errorf("node %s: user data: %w", n.Name, err)
-	}
-	return seedDisk(ctx, nodeDir, ud, n.Name)
-}
-
 // pushJoin joins node n through the first control plane as `cairnctl join` does (a ticket asked for on
 // the operator's side and sent with the node's config to its maintenance API), printing the node's
 // events, then waits until it is Running.
@@ -554,24 +526,6 @@ func vmExit(vm *qemu.VM) string {
 		return "\n(" + err.Error() + ")"
 	}
 	return "\n(QEMU exited)"
-}
-
-// writeKubeconfig fetches the admin kubeconfig and points it at the node's forwarded API port.
-func writeKubeconfig(ctx context.Context, n NodeState, cctx *client.Context, path string) error {
-	mc, conn, err := client.Connect(client.Options{Endpoint: n.APIEndpoint(), Context: cctx})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	r, err := mc.Kubeconfig(ctx, &machine.KubeconfigRequest{})
-	if err != nil {
-		return err
-	}
-	data, err := RewriteServer(r.Kubeconfig, fmt.Sprintf("https://127.0.0.1:%d", n.Ports[KubePort]))
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o600)
 }
 
 // DestroyCommand is the command that removes the cluster, with --state-dir when root is not the default.

@@ -2,10 +2,18 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cairn-os/cairn/api/client"
+	"github.com/cairn-os/cairn/api/machine"
 )
 
 // RewriteServer points every cluster of a kubeconfig at server. The node's kubeconfig names the
@@ -54,4 +62,37 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// writeFirstKubeconfig writes the cluster's admin kubeconfig from the first control plane.
+func writeFirstKubeconfig(ctx context.Context, res *Result, dir string, first NodeState, cctx *client.Context, p *Progress) error {
+	kc := filepath.Join(dir, KubeconfigFile)
+	switch err := writeKubeconfig(ctx, first, cctx, kc); {
+	case status.Code(err) == codes.Unimplemented:
+		p.Printf("warning: %s cannot give a kubeconfig yet (%v); no %s written", first.Name, status.Convert(err).Message(), kc)
+	case err != nil:
+		return fmt.Errorf("node %s: kubeconfig: %w", first.Name, err)
+	default:
+		res.Kubeconfig = kc
+		p.Printf("wrote %s (server https://127.0.0.1:%d)", kc, first.Ports[KubePort])
+	}
+	return nil
+}
+
+// writeKubeconfig fetches the admin kubeconfig and points it at the node's forwarded API port.
+func writeKubeconfig(ctx context.Context, n NodeState, cctx *client.Context, path string) error {
+	mc, conn, err := client.Connect(client.Options{Endpoint: n.APIEndpoint(), Context: cctx})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r, err := mc.Kubeconfig(ctx, &machine.KubeconfigRequest{})
+	if err != nil {
+		return err
+	}
+	data, err := RewriteServer(r.Kubeconfig, fmt.Sprintf("https://127.0.0.1:%d", n.Ports[KubePort]))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
 }

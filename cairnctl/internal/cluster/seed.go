@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
 )
 
@@ -71,4 +72,17 @@ func seedDisk(ctx context.Context, nodeDir string, userData []byte, hostname str
 		return qemu.Disk{}, fmt.Errorf("node %s: %w", hostname, err)
 	}
 	return qemu.Disk{Serial: seedSerial, File: path}, nil
+}
+
+// initSeed writes the first control plane's seed: its config, with bootstrap: true, as user data.
+func initSeed(ctx context.Context, nodeDir string, n Node) (qemu.Disk, error) {
+	raw, err := os.ReadFile(filepath.Join(nodeDir, NodeConfigFile))
+	if err != nil {
+		return qemu.Disk{}, err
+	}
+	ud, err := config.InitUserData(raw)
+	if err != nil {
+		return qemu.Disk{}, fmt.Errorf("node %s: user data: %w", n.Name, err)
+	}
+	return seedDisk(ctx, nodeDir, ud, n.Name)
 }
