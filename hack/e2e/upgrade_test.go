@@ -90,7 +90,7 @@ func buildBundle(t *testing.T, version, cmdline string) string {
 	t.Helper()
 	dir := t.TempDir()
 	machined := filepath.Join(dir, "machined")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version, "-o", machined, "./machined")
+	build := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-ldflags", "-s -w -X main.version="+version, "-o", machined, "./machined")
 	build.Dir, build.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build machined %s: %v\n%s", version, err, out)

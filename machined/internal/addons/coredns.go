@@ -1,10 +1,7 @@
 package addons
 
 import (
-	"bytes"
 	"fmt"
-	"sync"
-	"text/template"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,58 +29,45 @@ const (
 // coreDNSLabels select the CoreDNS pods; k8s-app=kube-dns is what kubeadm and every tool expect.
 var coreDNSLabels = map[string]string{"k8s-app": "kube-dns"}
 
-// corefile is kubeadm's Corefile at this version: the cluster zone and the reverse zones from the
-// API, the rest forwarded to the node's resolvers (the pods run with dnsPolicy Default, so
-// /etc/resolv.conf is the node's). The cluster zone is kept out of the cache: the kubernetes plugin
-// answers from its own watch, and a cached answer would outlive a Service's change. It is parsed on first
-// use, not when machined starts: every millisecond of start-up is paid again under emulation before the
-// API answers.
-var corefile = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("Corefile").Parse(`.:53 {
+// corefileFormat is kubeadm's Corefile at this version, %[1]s the cluster domain and %[2]d the metrics
+// port: the cluster zone and the reverse zones from the API, the rest forwarded to the node's resolvers
+// (the pods run with dnsPolicy Default, so /etc/resolv.conf is the node's). The cluster zone is kept out
+// of the cache: the kubernetes plugin answers from its own watch, and a cached answer would outlive a
+// Service's change. A format, not a text/template: that package's reflection on method names makes the
+// linker keep every exported method of every type machined links (see containerd.withImageConfig).
+const corefileFormat = `.:53 {
     errors
     health {
        lameduck 5s
     }
     ready
-    kubernetes {{.Domain}} in-addr.arpa ip6.arpa {
+    kubernetes %[1]s in-addr.arpa ip6.arpa {
        pods insecure
        fallthrough in-addr.arpa ip6.arpa
        ttl 30
     }
-    prometheus :{{.Metrics}}
+    prometheus :%[2]d
     forward . /etc/resolv.conf {
        max_concurrent 1000
     }
     cache 30 {
-       disable success {{.Domain}}
-       disable denial {{.Domain}}
+       disable success %[1]s
+       disable denial %[1]s
     }
     loop
     reload
     loadbalance
 }
-`))
-})
+`
 
-func renderCorefile(o Options) (string, error) {
-	var b bytes.Buffer
-	if err := corefile().Execute(&b, struct {
-		Domain  string
-		Metrics int
-	}{o.DNSDomain, metricsPort}); err != nil {
-		return "", fmt.Errorf("render CoreDNS: Corefile: %w", err)
-	}
-	return b.String(), nil
+func renderCorefile(o Options) string {
+	return fmt.Sprintf(corefileFormat, o.DNSDomain, metricsPort)
 }
 
 // coreDNS renders the cluster DNS as kubeadm does: a CoreDNS Deployment behind the kube-dns Service at
 // the address the kubelets give pods as their nameserver.
 func coreDNS(o Options) ([]kube.Object, error) {
-	cf, err := renderCorefile(o)
-	if err != nil {
-		return nil, err
-	}
-	cm := configMap(coreDNSName, coreDNSLabels, map[string]string{corefileKey: cf})
+	cm := configMap(coreDNSName, coreDNSLabels, map[string]string{corefileKey: renderCorefile(o)})
 
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},

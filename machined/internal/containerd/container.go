@@ -41,7 +41,7 @@ func (c *Container) Run(ctx context.Context, log *logring.Ring, started func(pid
 	if err != nil {
 		return fmt.Errorf("image %s: %w", c.Image, err)
 	}
-	opts := append([]oci.SpecOpts{oci.WithImageConfig(img)}, c.Spec...)
+	opts := append([]oci.SpecOpts{withImageConfig(img)}, c.Spec...)
 	ctr, err := cli.NewContainer(nctx, c.ID, client.WithImage(img), client.WithNewSnapshot(c.ID+"-snapshot", img),
 		client.WithNewSpec(opts...))
 	if err != nil {

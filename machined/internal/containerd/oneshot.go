@@ -42,7 +42,7 @@ func (o OneShot) Run(ctx context.Context, args ...string) error {
 	if err != nil {
 		return fmt.Errorf("image %s: %w", o.Image, err)
 	}
-	opts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs(args...), oci.WithMounts(binds(o.Binds))}
+	opts := []oci.SpecOpts{withImageConfig(img), oci.WithProcessArgs(args...), oci.WithMounts(binds(o.Binds))}
 	ctr, err := o.Client.NewContainer(ctx, o.ID, client.WithImage(img), client.WithNewSnapshot(o.ID+"-snapshot", img),
 		client.WithNewSpec(opts...))
 	if err != nil {
