@@ -61,11 +61,12 @@ type disksResp struct {
 }
 
 type event struct {
-	Sequence string `json:"sequence"`
-	Task     string `json:"task"`
-	Kind     string `json:"kind"`
-	Outcome  string `json:"outcome"`
-	Message  string `json:"message"`
+	Time     time.Time `json:"time"`
+	Sequence string    `json:"sequence"`
+	Task     string    `json:"task"`
+	Kind     string    `json:"kind"`
+	Outcome  string    `json:"outcome"`
+	Message  string    `json:"message"`
 }
 
 // TestVmlinux boots the initramfs directly (microvm) with blank disks and follows one node in

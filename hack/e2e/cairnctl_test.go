@@ -294,7 +294,12 @@ func tail(p string, n int) string {
 // readEvents is the node's kept events (`cairnctl events -o json`, one JSON object per line).
 func readEvents(t *testing.T, flags []string) []event {
 	t.Helper()
-	out := mustCtl(t, time.Minute, append(flags, "events", "-o", "json")...)
+	return parseEvents(t, mustCtl(t, time.Minute, append(flags, "events", "-o", "json")...))
+}
+
+// parseEvents reads the output of `cairnctl events -o json`.
+func parseEvents(t *testing.T, out string) []event {
+	t.Helper()
 	var evs []event
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
