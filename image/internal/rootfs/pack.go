@@ -15,7 +15,7 @@ import (
 // time as pages are read. Measured on this root image (50 MB: machined, modules, disk tools): zstd level
 // 6 makes 16.2 MB and LZ4-HC 20.3 MB in RAM, and both come to about 17-18 MB inside the compressed
 // initramfs; LZ4 decompresses several times faster, which under emulation is machined's start (every
-// page of its 29 MB binary that the Go runtime touches is decompressed by the emulated CPU). erofs
+// page of its 25 MB binary that the Go runtime touches is decompressed by the emulated CPU). erofs
 // (25.7 MB with lz4hc) and an uncompressed image (51.7 MB) would cost more RAM still (not booted here).
 
 // Pack stages t in stageDir and packs it into out as squashfs. All files are owned by root and carry
