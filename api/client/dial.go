@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -29,6 +30,10 @@ type Options struct {
 	InsecureSkipVerify bool
 	// Mutual TLS mode: a cairnconfig context.
 	Context *Context
+	// ClockSkew is how far the node's clock runs ahead of this host's (negative: behind). In mutual TLS
+	// mode its certificate is verified at the node's time: a node whose clock was moved on renews its
+	// certificates at its own time, and they are not valid yet at this host's.
+	ClockSkew time.Duration
 }
 
 // Dial opens a connection to the node's machine API; nothing is sent until the first call.
@@ -73,12 +78,16 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cairnconfig: client certificate: %w", err)
 		}
-		return &tls.Config{
+		c := &tls.Config{
 			MinVersion:   tls.VersionTLS13,
 			RootCAs:      pool,
 			ServerName:   ServerName,
 			Certificates: []tls.Certificate{cert},
-		}, nil
+		}
+		if o.ClockSkew != 0 {
+			c.Time = func() time.Time { return time.Now().Add(o.ClockSkew) }
+		}
+		return c, nil
 	}
 	if o.Token == "" {
 		return nil, errors.New("no credentials: give --token (maintenance mode) or a cairnconfig with a client certificate")

@@ -60,7 +60,7 @@ later, which renews the certificates that come due on its way to Running.`,
 			}
 			o.Root = r
 			if offset != "" {
-				if o.ClockOffset, err = parseOffset(offset); err != nil {
+				if o.ClockOffset, err = parseOffset("--clock-offset", offset); err != nil {
 					return err
 				}
 			}
@@ -75,18 +75,18 @@ later, which renews the certificates that come due on its way to Running.`,
 	return c
 }
 
-// parseOffset reads a duration, with a "d" suffix for days.
-func parseOffset(s string) (time.Duration, error) {
+// parseOffset reads flag's value, a duration, with a "d" suffix for days.
+func parseOffset(flag, s string) (time.Duration, error) {
 	if d, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(d)
 		if err != nil {
-			return 0, fmt.Errorf("--clock-offset %q: %q is not a number of days", s, d)
+			return 0, fmt.Errorf("%s %q: %q is not a number of days", flag, s, d)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("--clock-offset %q: %w", s, err)
+		return 0, fmt.Errorf("%s %q: %w", flag, s, err)
 	}
 	return d, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -34,6 +35,7 @@ type globals struct {
 	token        string
 	fingerprint  string
 	insecureSkip bool
+	clockSkew    string
 	output       string
 	stdout       io.Writer
 	stderr       io.Writer
@@ -80,6 +82,7 @@ Join, the node accepts only client certificates from the cluster's machine CA: u
 	f.StringVar(&g.token, "token", "", "bootstrap token of a node in maintenance mode")
 	f.StringVar(&g.fingerprint, "fingerprint", "", "SHA-256 fingerprint of a maintenance node's certificate, as printed on its console")
 	f.BoolVar(&g.insecureSkip, "insecure-skip-verify", false, "maintenance mode: do not verify the node's certificate (anyone on the path could read the token)")
+	f.StringVar(&g.clockSkew, "clock-skew", "", "mutual TLS: the node's clock runs this far ahead of this host's (e.g. 300d, a VM started with cluster start --clock-offset); its certificate is verified at its time")
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 
 	root.AddCommand(
@@ -123,6 +126,13 @@ func (g *globals) clients() ([]nodeClient, func(), error) {
 	if len(nodes) == 0 {
 		return nil, nil, errors.New("no node given: use --nodes HOST[:PORT]")
 	}
+	var skew time.Duration
+	if g.clockSkew != "" {
+		var err error
+		if skew, err = parseOffset("--clock-skew", g.clockSkew); err != nil {
+			return nil, nil, err
+		}
+	}
 	var out []nodeClient
 	var conns []*grpc.ClientConn
 	closeAll := func() {
@@ -131,7 +141,7 @@ func (g *globals) clients() ([]nodeClient, func(), error) {
 		}
 	}
 	for _, n := range nodes {
-		o := client.Options{Endpoint: n, Token: g.token, Fingerprint: g.fingerprint, InsecureSkipVerify: g.insecureSkip}
+		o := client.Options{Endpoint: n, Token: g.token, Fingerprint: g.fingerprint, InsecureSkipVerify: g.insecureSkip, ClockSkew: skew}
 		if g.token == "" {
 			o.Context = ctx
 		}

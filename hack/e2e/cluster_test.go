@@ -25,7 +25,8 @@ const echoGreeting = "cairn-echo: hello from Cairn"
 // an operator drives it (issues 4, 5 and 7): Kubernetes up with a pod answering; logs, dmesg and service
 // control; a reboot that keeps the etcd volume, its data and the node's identity without running Init
 // again; an etcd snapshot; a reset that wipes Cairn's disks and leaves a foreign disk on the same VM
-// alone; a new Init from the snapshot that brings the cluster's state back; then cluster destroy, which
+// alone; a new Init from the snapshot that brings the cluster's state back; a power-on 300 days later
+// that renews the certificates (issue 14); then cluster destroy, which
 // must leave no QEMU and no directory behind. Each step starts from the state the previous one left, so
 // one VM serves them all (TCG makes every boot and Init cost minutes).
 // Before the reboot, the node serves workloads as a user's first app (issue 12: checkWorkloads on
@@ -166,6 +167,8 @@ func TestControlPlane(t *testing.T) {
 		waitConfigMap(t, kc, "keep-me", "42")
 		waitNodeReady(t, kc, n.Name)
 	})
+	// Last: from here the node's certificates are valid only at its clock, 300 days ahead of the host's.
+	t.Run("300 days on, the certificates are renewed", func(t *testing.T) { checkClockMove(t, c) })
 
 	checkDestroy(t, c)
 	if got := headTailSum(t, foreign); got != foreignSum {
