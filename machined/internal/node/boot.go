@@ -136,9 +136,15 @@ func (n *Node) run(ctx context.Context, release func(), seq fsm.Sequence, cfg *c
 		err = n.fsm.Transition(fsm.Running)
 	}
 	n.endSequence(seq, err)
-	if err == nil {
+	switch {
+	case err == nil:
+		if seq == fsm.SeqStart {
+			n.startSucceeded()
+		}
 		n.startRunning(cfg)
 		n.resumePendingReset()
+	case seq == fsm.SeqStart && ctx.Err() == nil:
+		n.retryStart(cfg, err)
 	}
 }
 

@@ -72,6 +72,8 @@ type Options struct {
 	Renewer CertRenewer
 	// Extensions add tasks to the sequences (disks, Kubernetes); see Hooks.
 	Hooks Hooks
+	// StartRetry is the first wait before a failed start runs again (retryStart); zero: 15 s.
+	StartRetry time.Duration
 }
 
 // Node is the controller.
@@ -103,6 +105,8 @@ type Node struct {
 	platform *machine.PlatformStatus
 	// pendingReset is a graceful reset cut short by a power loss, started again once the node is Running.
 	pendingReset *ResetOptions
+	// startFailures counts the starts that failed in a row (retryStart).
+	startFailures int
 }
 
 // New makes a node in Boot. Start runs its boot sequence.

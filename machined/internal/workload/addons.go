@@ -65,7 +65,7 @@ func (w *Workload) applyAddons(ctx context.Context) error {
 		// The API server may still be settling (a fresh control plane's RBAC and admission caches):
 		// retry each object until the task's deadline, but not one it refuses as invalid, which no
 		// retry mends.
-		err = untilInvalid(ctx, func(ctx context.Context) error { return c.Apply(ctx, o.ItemPath(), body, fieldManager) })
+		err = untilInvalid(ctx, retryEvery, func(ctx context.Context) error { return c.Apply(ctx, o.ItemPath(), body, fieldManager) })
 		if err != nil {
 			return fmt.Errorf("apply %s: %w", o.ItemPath(), err)
 		}
@@ -74,9 +74,12 @@ func (w *Workload) applyAddons(ctx context.Context) error {
 	return nil
 }
 
-// untilInvalid calls f every two seconds until it succeeds, the API server refuses the request as
-// invalid, or ctx ends (then with f's last error).
-func untilInvalid(ctx context.Context, f func(context.Context) error) error {
+// retryEvery is how often untilInvalid asks the API server again.
+const retryEvery = 2 * time.Second
+
+// untilInvalid calls f every interval until it succeeds, the API server refuses the request as invalid,
+// or ctx ends (then with f's last error).
+func untilInvalid(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
 	for {
 		fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err := f(fctx)
@@ -87,7 +90,7 @@ func untilInvalid(ctx context.Context, f func(context.Context) error) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(2 * time.Second):
+		case <-time.After(interval):
 		}
 	}
 }

@@ -89,7 +89,9 @@ func (w *Workload) publishBootstrap(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := c.Create(ctx, o.Path, body); err != nil {
+		// As for the add-ons: an API server that answers slowly (a control plane restarting beside busy
+		// peers) is asked again until the task's deadline; only an invalid object fails at once.
+		if err := untilInvalid(ctx, retryEvery, func(ctx context.Context) error { return c.Create(ctx, o.Path, body) }); err != nil {
 			return fmt.Errorf("create %s: %w", o.ItemPath(), err)
 		}
 	}
