@@ -86,7 +86,7 @@ e2e-join: image ## TestJoin with a third VM that joins by itself from its kernel
 	./hack/deps.sh qemu
 	CAIRN_E2E_JOIN=1 $(GO) test -tags e2e -timeout 70m -count=1 -v -run 'TestJoin$$' ./hack/e2e/
 
-e2e-ha: image ## three control planes in QEMU, one powered off (needs more than two cores under TCG; not in make test)
+e2e-ha: image ## three control planes and a worker behind a VIP: the holder powered off, back, one reset (25-40 min on a fast 2-core host; not in make test)
 	./hack/deps.sh qemu
 	CAIRN_E2E_HA=1 $(GO) test -tags e2e -timeout 100m -count=1 -v -run 'TestHA$$' ./hack/e2e/
 
