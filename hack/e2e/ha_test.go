@@ -67,9 +67,12 @@ func TestHA(t *testing.T) {
 		t.Errorf("%d nodes labelled control-plane, want 3", got)
 	}
 	kubectl(t, kc, "create", "configmap", "before", "--from-literal=answer=1")
-	kubectl(t, kc, "create", "deployment", "hello", "--image=cairn.local/echo:v1", "--replicas=2", "--port=8080")
+	// Made with no replica, pinned to the worker, then scaled: no pod lands elsewhere first and needs a
+	// rollout to move (the last run's rollout outlasted its 5 minutes on a busy controller-manager).
+	kubectl(t, kc, "create", "deployment", "hello", "--image=cairn.local/echo:v1", "--replicas=0", "--port=8080")
 	kubectl(t, kc, "patch", "deployment", "hello", "--type=merge",
 		"-p", `{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":"`+worker.Name+`"}}}}}`)
+	kubectl(t, kc, "scale", "deployment", "hello", "--replicas=2")
 	rolloutStatus(t, kc, "default", "deployment/hello", 5*time.Minute)
 
 	holder := vipHolder(t, c, cps, time.Time{})
