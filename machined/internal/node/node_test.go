@@ -77,6 +77,20 @@ func start(t testing.TB, root string, mod func(*Options)) *harness {
 	return h
 }
 
+// initThenReboot inits the node with cfg, waits for Running, reboots it in-process and waits for
+// Running again: the start sequence's way there.
+func initThenReboot(t testing.TB, h *harness, cfg []byte) {
+	t.Helper()
+	if err := h.Init(context.Background(), cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h.Node, fsm.Running)
+}
+
 func waitIdle(n *Node) {
 	for i := 0; i < 500 && n.Status().Sequence != ""; i++ {
 		time.Sleep(10 * time.Millisecond)
@@ -477,14 +491,7 @@ func TestRunningHookStopsWithThePowerSequence(t *testing.T) {
 			}}}
 		}
 	})
-	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, h.Node, fsm.Running)
-	if err := h.Reboot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, h.Node, fsm.Running)
+	initThenReboot(t, h, c.ControlPlaneYAML)
 	if st := h.Status(); st.LastError != "" {
 		t.Fatalf("reboot failed: %s", st.LastError)
 	}

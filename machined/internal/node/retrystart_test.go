@@ -34,14 +34,7 @@ func TestFailedStartRunsAgain(t *testing.T) {
 			}}}
 		}
 	})
-	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, h.Node, fsm.Running)
-	if err := h.Reboot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, h.Node, fsm.Running)
+	initThenReboot(t, h, c.ControlPlaneYAML)
 	if got := starts.Load(); got != 3 {
 		t.Errorf("the start's task ran %d times, want 3 (two failures, then Running)", got)
 	}

@@ -50,14 +50,7 @@ func TestNetworkAndTimeOnEveryStart(t *testing.T) {
 		}
 		o.Hooks.Network, o.Hooks.Time = record("network"), record("time")
 	})
-	if err := h.Init(context.Background(), c.ControlPlaneYAML, nil); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, h.Node, fsm.Running)
-	if err := h.Reboot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, h.Node, fsm.Running)
+	initThenReboot(t, h, c.ControlPlaneYAML)
 	mu.Lock()
 	defer mu.Unlock()
 	// After the in-process reboot the fake API still says mutual TLS; the start's order shows in its tasks.
