@@ -36,7 +36,7 @@ stops them and removes everything.`,
 		return cluster.DefaultRoot()
 	}
 	c.AddCommand(newClusterCreate(g, root), newClusterAdd(g, root), newClusterDestroy(g, root), newClusterList(g, root),
-		newClusterStop(g, root), newClusterStart(g, root))
+		newClusterStop(g, root), newClusterStart(g, root), newClusterIMDS())
 	return c
 }
 
@@ -95,7 +95,8 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	sizes.register(f, "each node's", "each control plane's")
 	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane, in place of the blank disk of that serial (cairn-state, cairn-ephemeral, cairn-etcd) or as an extra disk (destroy leaves FILE alone)")
 	f.BoolVar(&o.NoInit, "no-init", false, "boot the nodes and leave them in maintenance mode (print each node's token and fingerprint)")
-	f.BoolVar(&o.UserData, "userdata", false, "one control plane that inits itself from user data: its config with bootstrap: true on a NoCloud seed disk (CIDATA), as a cloud image would; add nodes with 'cluster add --userdata'")
+	f.StringVar(&o.UserData, "userdata", "", "one control plane that inits itself from user data, its config with bootstrap: true, as a cloud image would: on a NoCloud seed disk (CIDATA; --userdata alone) or from an IMDSv2 metadata service (--userdata=ec2); add nodes with 'cluster add --userdata'")
+	f.Lookup("userdata").NoOptDefVal = cluster.UserDataNoCloud
 	f.StringArrayVar(&o.KernelArgs, "kernel-arg", nil, "an extra kernel command line argument for every node, e.g. cairn.join=HOST:50001 (repeatable)")
 	f.BoolVar(&merge, "merge", false, "also merge the cluster's context into the default cairnconfig ($CAIRNCONFIG or ~/.cairn/config)")
 	f.DurationVar(&o.BootTimeout, "boot-timeout", 0, "how long each node may take to answer on its machine API (default 5m)")
@@ -106,7 +107,7 @@ func newClusterAdd(g *globals, root func() (string, error)) *cobra.Command {
 	var o cluster.AddOptions
 	var sizes diskSizes
 	c := &cobra.Command{
-		Use:   "add --name NAME [--role worker|controlplane] [--self-join | --userdata]",
+		Use:   "add --name NAME [--role worker|controlplane] [--self-join | --userdata[=nocloud|ec2]]",
 		Short: "Boot one more node for a local cluster and join it",
 		Long: `add boots one more QEMU VM for a cluster made by 'cluster create' (the next name of its role and the
 next address on the cluster's L2, blank disks) and joins it through the first control plane.
@@ -118,7 +119,10 @@ API. With --self-join nobody talks to the node: it boots with
 on its kernel command line and asks for its ticket by itself, as a node of an autoscaling group would.
 With --userdata the same three values come as a cloud's user data: a join document (what 'cairnctl
 gen userdata' writes) on a NoCloud seed disk labelled CIDATA, with the node's name in its meta-data.
-Either way add waits until the node is Running and adds its machine API to the cluster's cairnconfig.`,
+With --userdata=ec2 they come from an EC2-style instance metadata service (IMDSv2, a session token by
+PUT, then GETs) at 169.254.169.254, served for this VM alone by cairnctl itself: QEMU runs
+'cairnctl cluster imds' for each connection, from the node's directory (imds/requests.log lists what
+the node asked). Either way add waits until the node is Running and adds its machine API to the cluster's cairnconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -142,7 +146,8 @@ Either way add waits until the node is Running and adds its machine API to the c
 	f.StringVar(&o.Name, "name", "", "the cluster to grow (required)")
 	f.StringVar(&o.Role, "role", cluster.RoleWorker, "the new node's role: worker or controlplane")
 	f.BoolVar(&o.SelfJoin, "self-join", false, "let the node join by itself from its kernel command line instead of pushing the join to it")
-	f.BoolVar(&o.UserData, "userdata", false, "let the node join by itself from user data: a join document on a NoCloud seed disk (CIDATA)")
+	f.StringVar(&o.UserData, "userdata", "", "let the node join by itself from user data: a join document on a NoCloud seed disk (CIDATA; --userdata alone) or from an IMDSv2 metadata service (--userdata=ec2)")
+	f.Lookup("userdata").NoOptDefVal = cluster.UserDataNoCloud
 	f.StringVar(&o.ImageDir, "image-dir", "", "directory with the built image (default: the _out of cairnctl's repository, else ./_out)")
 	f.IntVar(&o.Memory, "memory", 0, "the node's memory in MiB (default 2048 for a control plane, 1024 for a worker)")
 	f.IntVar(&o.CPUs, "cpus", 0, "virtual CPUs (default: as cluster create chooses for the cluster with this node in it)")

@@ -53,7 +53,9 @@ func writeSeed(t *testing.T, userData, hostname string) string {
 // status and stays in maintenance mode, and it takes the seed's hostname. With CAIRN_E2E_PLATFORMS=1
 // (`make e2e-platforms`, minutes more under TCG): `cluster create --userdata` makes a control plane
 // that inits itself from its seed, and `cluster add --userdata` a worker that joins by itself from a
-// join document on its seed; both are Running, the worker is a Ready node under its seed's name.
+// join document on its seed; both are Running, the worker is a Ready node under its seed's name. Then
+// `cluster add --userdata=ec2` a worker that finds the same document behind an IMDSv2 metadata service
+// at 169.254.169.254 (served by cairnctl through QEMU's guestfwd) and joins the same way.
 func TestUserData(t *testing.T) {
 	t.Run("malformed user data", func(t *testing.T) {
 		seed := writeSeed(t, "#!/bin/sh\necho pwned\n", "seeded-1")
@@ -113,6 +115,37 @@ func TestUserData(t *testing.T) {
 	if st.State != "Running" || st.LockedBy != "join" || st.Hostname != w.Name || st.Platform == nil ||
 		!strings.HasPrefix(st.Platform.Action, "join ") {
 		t.Errorf("worker from user data: status %+v, platform %+v; want Running, locked by join, named %s from its seed", st, st.Platform, w.Name)
+	}
+	waitNodeReady(t, filepath.Join(c.Dir, "kubeconfig"), w.Name)
+
+	// The same join document from an EC2-style metadata service: QEMU forwards the guest's connections
+	// to 169.254.169.254:80 to cairnctl's IMDSv2 server, one process per connection.
+	out = mustCtl(t, createTimeout, "cluster", "add", "--name", c.Name, "--state-dir", stateDir, "--image-dir", imageDir,
+		"--userdata=ec2", "--boot-timeout", bootTimeout.String())
+	t.Logf("cluster add --userdata=ec2:\n%s", out)
+	c = &cluster{clusterInfo: listCluster(t, c.Name), cairnconfig: c.cairnconfig}
+	if len(c.Nodes) != 3 {
+		t.Fatalf("cluster has %d nodes after the second cluster add, want 3", len(c.Nodes))
+	}
+	w = c.Nodes[2]
+	st = platformStatus{}
+	ctlJSON(t, &st, append(c.mtls(2), "status")...)
+	if st.State != "Running" || st.LockedBy != "join" || st.Hostname != w.Name || st.Platform == nil ||
+		st.Platform.Source != "ec2" || !strings.HasPrefix(st.Platform.Action, "join ") {
+		t.Errorf("worker from IMDS user data: status %+v, platform %+v; want Running, locked by join, named %s by the metadata service", st, st.Platform, w.Name)
+	}
+	reqs, err := os.ReadFile(filepath.Join(c.Dir, "nodes", w.Name, "imds", "requests.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the metadata service's requests:\n%s", reqs)
+	for _, want := range []string{"PUT /latest/api/token 200", "GET /latest/user-data 200", "GET /latest/meta-data/local-hostname 200"} {
+		if !strings.Contains(string(reqs), want) {
+			t.Errorf("the metadata service never answered %q: the node did not use IMDSv2", want)
+		}
+	}
+	if strings.Contains(string(reqs), " 401") {
+		t.Errorf("the node asked the metadata service without a session token (IMDSv1)")
 	}
 	waitNodeReady(t, filepath.Join(c.Dir, "kubeconfig"), w.Name)
 	checkDestroy(t, c)

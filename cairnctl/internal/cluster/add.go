@@ -25,9 +25,10 @@ type AddOptions struct {
 	// of an autoscaling group would, and nobody sends it a Join. Otherwise the node is joined as
 	// `cairnctl join` does.
 	SelfJoin bool
-	// UserData: the same three values as SelfJoin, in a join document on a NoCloud seed (user data)
-	// instead of the kernel command line, and the node's name in the seed's meta-data.
-	UserData bool
+	// UserData: the same three values as SelfJoin, in a join document (user data) instead of the kernel
+	// command line, with the node's name as its hostname; UserDataNoCloud puts it on a NoCloud seed,
+	// UserDataEC2 behind an IMDSv2 metadata service. "": no user data.
+	UserData string
 	// Memory, CPUs and disk sizes as in CreateOptions (0: the same defaults).
 	Memory, CPUs                       int
 	StateSize, EphemeralSize, EtcdSize int64
@@ -83,15 +84,18 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 	first := st.Nodes[0]
 	spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: st.Group, Mode: st.Mode, Image: img,
 		Memory: co.memory(n.Role), CPUs: co.cpus(n.Role), Disks: co.disks(n, false), Token: RandomToken(), TPM: st.TPM}
-	if o.SelfJoin && o.UserData {
+	if o.SelfJoin && o.UserData != "" {
 		return nil, errors.New("--self-join and --userdata are two ways to say the same thing: choose one")
+	}
+	if err := checkUserDataSource(o.UserData); err != nil {
+		return nil, err
 	}
 	switch {
 	case o.SelfJoin:
 		if spec.Cmdline, err = selfJoinArgs(ctx, first, n, cctx, co.SequenceTimeout); err != nil {
 			return nil, err
 		}
-	case o.UserData:
+	case o.UserData != "":
 		j, err := selfJoin(ctx, first, n, cctx, co.SequenceTimeout)
 		if err != nil {
 			return nil, err
@@ -100,12 +104,11 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, err := seedDisk(ctx, spec.Dir, ud, n.Name)
+		where, err := giveUserData(ctx, o.UserData, &spec, ud)
 		if err != nil {
 			return nil, err
 		}
-		spec.Disks = append(spec.Disks, d)
-		p.Printf("%s: wrote its user data (a join document for %s) on a NoCloud seed, %s", n.Name, j.endpoint, d.File)
+		p.Printf("%s: its user data (a join document for %s) is %s", n.Name, j.endpoint, where)
 	}
 	vm, ns, err := StartVM(ctx, spec)
 	if err != nil {
@@ -122,10 +125,10 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 			return nil, fmt.Errorf("write %s: %w", ccPath, err)
 		}
 	}
-	if o.SelfJoin || o.UserData {
+	if o.SelfJoin || o.UserData != "" {
 		from := "kernel command line"
-		if o.UserData {
-			from = "user data"
+		if o.UserData != "" {
+			from = "user data from " + o.UserData
 		}
 		p.Printf("%s: joins by itself through %s:%d (%s); waiting until it is Running", n.Name, first.Address, JoinPort, from)
 		if err := waitRunning(ctx, ns, cctx, co.BootTimeout+co.SequenceTimeout, p); err != nil {

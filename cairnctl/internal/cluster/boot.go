@@ -50,12 +50,15 @@ type VMSpec struct {
 // platformArg says where a local VM looks for user data: on its NoCloud seed when it has one, else
 // nowhere. QEMU's user network would otherwise take a metadata service's address (169.254.169.254,
 // metadata.google.internal) to the host's, and a cluster made on a cloud machine would read that
-// machine's user data. An explicit cairn.platform= among the extra arguments wins.
-func platformArg(disks []qemu.Disk, cmdline []string) string {
+// machine's user data; a node with its own metadata service (metadataCommand) asks that one. An explicit cairn.platform= among the extra arguments wins.
+func platformArg(disks []qemu.Disk, metadata bool, cmdline []string) string {
 	for _, a := range cmdline {
 		if strings.HasPrefix(a, "cairn.platform=") {
 			return a
 		}
+	}
+	if metadata {
+		return "cairn.platform=" + UserDataEC2
 	}
 	for _, d := range disks {
 		if d.Serial == seedSerial {
@@ -68,11 +71,15 @@ func platformArg(disks []qemu.Disk, cmdline []string) string {
 // StartVM starts the node's QEMU detached from this process (it keeps running when cairnctl exits) and
 // returns it with the node's recorded state.
 func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
+	md, err := metadataCommand(s.Dir)
+	if err != nil {
+		return nil, NodeState{}, fmt.Errorf("node %s: %w", s.Node.Name, err)
+	}
 	c := qemu.Config{
 		Name: s.Node.Name, Dir: s.Dir, Memory: s.Memory, CPUs: s.CPUs, Nice: Nice(s.Node.Role), Mode: s.Mode,
-		Cmdline: append([]string{"cairn.token=" + s.Token, platformArg(s.Disks, s.Cmdline)}, s.Cmdline...),
+		Cmdline: append([]string{"cairn.token=" + s.Token, platformArg(s.Disks, md != nil, s.Cmdline)}, s.Cmdline...),
 		Ports:   []int{KubePort, JoinPort}, HostPorts: s.HostPorts, RTCBase: s.RTCBase, TPM: s.TPM,
-		Disks:  s.Disks,
+		Disks: s.Disks, Metadata: md,
 		Kernel: s.Image.Kernel, Initramfs: s.Image.Initramfs, Payload: s.Image.Payload, ISO: s.Image.ISO, Raw: s.Image.Raw,
 	}
 	if s.Group != "" {

@@ -42,10 +42,11 @@ type CreateOptions struct {
 	DiskFiles map[string]string
 	// NoInit boots the nodes and leaves them in maintenance mode.
 	NoInit bool
-	// UserData boots the (single) control plane with a NoCloud seed holding its config with
-	// `bootstrap: true`: it inits itself, as a cloud image does from its user data, and nobody sends
-	// it an Init. Nodes that join from user data come with `cluster add --userdata`.
-	UserData bool
+	// UserData boots the (single) control plane with its config with `bootstrap: true` as user data,
+	// on a NoCloud seed (UserDataNoCloud) or behind a metadata service (UserDataEC2): it inits itself,
+	// as a cloud image does from its user data, and nobody sends it an Init. Nodes that join from user
+	// data come with `cluster add --userdata`. "": no user data.
+	UserData string
 	// MergeInto, when set, is a cairnconfig file the cluster's context is merged into.
 	MergeInto string
 	// BootTimeout bounds each node's wait for its API; 0 means 5 minutes.
@@ -78,7 +79,10 @@ func Create(ctx context.Context, o CreateOptions, p *Progress) (*Result, error) 
 	if err := CheckName(o.Name); err != nil {
 		return nil, err
 	}
-	if o.UserData && (o.ControlPlanes != 1 || o.Workers != 0 || o.NoInit) {
+	if err := checkUserDataSource(o.UserData); err != nil {
+		return nil, err
+	}
+	if o.UserData != "" && (o.ControlPlanes != 1 || o.Workers != 0 || o.NoInit) {
 		return nil, fmt.Errorf("--userdata makes one control plane that inits itself (not with --controlplanes, --workers or --no-init): " +
 			"add the nodes that join from user data with `cairnctl cluster add --userdata`")
 	}
@@ -230,13 +234,16 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	for i, n := range layout.Nodes {
 		spec := VMSpec{Node: n, Dir: NodeDir(dir, n.Name), Group: layout.Group, Mode: o.Mode, Image: img,
 			Memory: o.memory(n.Role), CPUs: o.cpus(n.Role), Disks: o.disks(n, i == 0), Token: RandomToken(), Cmdline: o.KernelArgs, TPM: o.TPM}
-		if o.UserData {
-			d, err := initSeed(ctx, spec.Dir, n)
+		if o.UserData != "" {
+			ud, err := initUserData(spec.Dir, n)
 			if err != nil {
 				return res, err
 			}
-			spec.Disks = append(spec.Disks, d)
-			p.Printf("%s: wrote its user data (its config with bootstrap: true) on a NoCloud seed, %s", n.Name, d.File)
+			where, err := giveUserData(ctx, o.UserData, &spec, ud)
+			if err != nil {
+				return res, err
+			}
+			p.Printf("%s: its user data (its config with bootstrap: true) is %s", n.Name, where)
 		}
 		vm, ns, err := StartVM(ctx, spec)
 		if err != nil {
@@ -274,7 +281,7 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 		p.Printf("merged context %s into %s", o.Name, o.MergeInto)
 	}
 
-	if o.UserData {
+	if o.UserData != "" {
 		first := st.Nodes[0]
 		p.Printf("%s: inits by itself from its user data; waiting until it is Running", first.Name)
 		if err := waitRunning(ctx, first, cctx, o.BootTimeout+o.SequenceTimeout, p); err != nil {

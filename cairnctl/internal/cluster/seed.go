@@ -74,15 +74,15 @@ func seedDisk(ctx context.Context, nodeDir string, userData []byte, hostname str
 	return qemu.Disk{Serial: seedSerial, File: path}, nil
 }
 
-// initSeed writes the first control plane's seed: its config, with bootstrap: true, as user data.
-func initSeed(ctx context.Context, nodeDir string, n Node) (qemu.Disk, error) {
+// initUserData is the first control plane's user data: its config, with bootstrap: true.
+func initUserData(nodeDir string, n Node) ([]byte, error) {
 	raw, err := os.ReadFile(filepath.Join(nodeDir, NodeConfigFile))
 	if err != nil {
-		return qemu.Disk{}, err
+		return nil, err
 	}
 	ud, err := config.InitUserData(raw)
 	if err != nil {
-		return qemu.Disk{}, fmt.Errorf("node %s: user data: %w", n.Name, err)
+		return nil, fmt.Errorf("node %s: user data: %w", n.Name, err)
 	}
-	return seedDisk(ctx, nodeDir, ud, n.Name)
+	return ud, nil
 }

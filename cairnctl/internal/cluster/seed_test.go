@@ -38,20 +38,24 @@ func TestWriteSeed(t *testing.T) {
 }
 
 // A local VM never asks a metadata service: QEMU's user network would take it to the host's, and a
-// cluster made on a cloud machine would read that machine's user data. With a seed, it reads the seed.
+// cluster made on a cloud machine would read that machine's user data. With a seed, it reads the seed;
+// with its own metadata service (cluster add --userdata=ec2), that service.
 func TestPlatformArg(t *testing.T) {
 	seed := []qemu.Disk{{Serial: "cairn-state"}, {Serial: seedSerial, File: "/x/seed.img"}}
 	for _, tc := range []struct {
-		name    string
-		disks   []qemu.Disk
-		cmdline []string
-		want    string
+		name     string
+		disks    []qemu.Disk
+		metadata bool
+		cmdline  []string
+		want     string
 	}{
-		{"no seed", seed[:1], nil, "cairn.platform=none"},
-		{"a seed", seed, nil, "cairn.platform=nocloud"},
-		{"the operator's choice", seed, []string{"cairn.platform=ec2"}, "cairn.platform=ec2"},
+		{"no seed", seed[:1], false, nil, "cairn.platform=none"},
+		{"a seed", seed, false, nil, "cairn.platform=nocloud"},
+		{"its own metadata service", seed[:1], true, nil, "cairn.platform=ec2"},
+		{"the operator's choice", seed, false, []string{"cairn.platform=ec2"}, "cairn.platform=ec2"},
+		{"the operator's choice over the metadata service", seed[:1], true, []string{"cairn.platform=none"}, "cairn.platform=none"},
 	} {
-		if got := platformArg(tc.disks, tc.cmdline); got != tc.want {
+		if got := platformArg(tc.disks, tc.metadata, tc.cmdline); got != tc.want {
 			t.Errorf("%s: platformArg = %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -119,7 +119,7 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 			a = append(a, "-fw_cfg", "name="+FwCfgCmdline+",string="+strings.ReplaceAll(strings.Join(extra, " "), ",", ",,"))
 		}
 	}
-	a = append(a, "-netdev", "user,id=net0"+hostfwds(ports),
+	a = append(a, "-netdev", "user,id=net0"+metadataFwd(c.Metadata)+hostfwds(ports),
 		"-device", "virtio-net-"+virtioSuffix+",netdev=net0"+romOff(virtioSuffix))
 	if c.L2 != nil {
 		a = append(a, "-netdev", "socket,id=l2,mcast="+c.L2.Group+",localaddr=127.0.0.1",
@@ -164,6 +164,20 @@ func romOff(suffix string) string {
 		return ",romfile="
 	}
 	return ""
+}
+
+// metadataFwd renders the user network's options for Config.Metadata: the network that holds the
+// metadata address and the per-connection command, its arguments quoted for the shell-like split QEMU
+// applies to it and its commas doubled for QEMU's option syntax.
+func metadataFwd(cmd []string) string {
+	if len(cmd) == 0 {
+		return ""
+	}
+	quoted := make([]string, len(cmd))
+	for i, a := range cmd {
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return ",net=169.254.169.0/24,guestfwd=tcp:169.254.169.254:80-cmd:" + strings.ReplaceAll(strings.Join(quoted, " "), ",", ",,")
 }
 
 // hostfwds renders user-network port forwards on 127.0.0.1 in guest-port order.

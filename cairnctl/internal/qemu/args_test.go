@@ -38,6 +38,11 @@ func TestArgsGolden(t *testing.T) {
 		{"iso-uefi-disks-first", func(c *Config) { c.Mode = ModeISOUEFI }},
 		{"iso-uefi-tpm", func(c *Config) { c.Mode = ModeISOUEFI; c.TPM = true }},
 		{"raw", func(c *Config) { c.Mode = ModeRaw; c.L2 = l2 }},
+		{"raw-metadata", func(c *Config) {
+			c.Mode = ModeRaw
+			c.L2 = l2
+			c.Metadata = []string{"/usr/local/bin/cairnctl", "cluster", "imds", "--dir", "/work/vm/it's,here"}
+		}},
 		{"vmlinux-restarted-later", func(c *Config) {
 			c.RTCBase = time.Date(2027, 9, 23, 10, 0, 0, 0, time.UTC)
 			c.HostPorts = map[int]int{APIPort: 41000}

@@ -99,6 +99,11 @@ type Config struct {
 	// TPM gives the VM a TPM 2.0 (tpm-tis) emulated by swtpm, whose state lives in Dir/tpm and survives
 	// a restart, as a machine's TPM does. q35 only (microvm has no ISA bus for it).
 	TPM bool
+	// Metadata is a command QEMU runs for each TCP connection the guest opens to an instance metadata
+	// service's address (169.254.169.254:80), with the connection as its standard input and output
+	// (cairnctl's imds package serves one that way). The user network then uses 169.254.169.0/24:
+	// QEMU forwards only addresses inside its own network.
+	Metadata []string
 
 	// Artifacts (absolute paths): Kernel and Initramfs for ModeVmlinux, ISO or Raw for the others.
 	// Payload (vmlinux mode, optional) is attached as a read-only disk: the ISO and the raw disk carry
