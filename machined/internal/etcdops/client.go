@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"sort"
 	"time"
@@ -43,6 +44,8 @@ type Client struct {
 	Key       string // its key file
 	// Timeout bounds each call but the snapshot's transfer (0: DefaultCallTimeout).
 	Timeout time.Duration
+	// Dial opens the connections (nil: net.Dialer's); tests dial from inside a node's network namespace.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // NotHereError says this node runs no etcd member (a worker, or a node not initialised yet): the API

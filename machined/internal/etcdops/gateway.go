@@ -68,7 +68,7 @@ func (c *Client) httpClient() (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ResponseHeaderTimeout: c.timeout()}}, nil
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ResponseHeaderTimeout: c.timeout(), DialContext: c.Dial}}, nil
 }
 
 // call posts req as JSON to path on the first endpoint that answers and decodes the answer into resp

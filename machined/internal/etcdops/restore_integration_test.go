@@ -13,32 +13,22 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/cairn-os/cairn/machined/internal/etcdops/etcdtest"
 )
 
-func etcdBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := filepath.Abs(filepath.Join("..", "..", "..", "_out", "bundle", "bin", "etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("no built bundle etcd (make bundle): %v", err)
-	}
-	return bin
-}
+func etcdBinary(t *testing.T) string { return etcdtest.Binary(t) }
 
 // bundleEtcdutl runs the bundle's etcdutl (the etcd binary by that name), as the etcd image does on a node.
 func bundleEtcdutl(t *testing.T) Etcdutl {
@@ -55,16 +45,7 @@ func bundleEtcdutl(t *testing.T) Etcdutl {
 	}
 }
 
-// freePort returns a loopback port nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return etcdtest.FreePort(t) }
 
 type etcdProc struct {
 	name, clientURL, peerURL string
@@ -81,61 +62,12 @@ func startEtcd(t *testing.T, bin string, p testPKI, dataDir, name, peerURL strin
 // --initial-cluster, this member included); "" starts a new single-member cluster.
 func startMember(t *testing.T, bin string, p testPKI, dataDir, name, peerURL, initialCluster string) (*etcdProc, *Client, func()) {
 	t.Helper()
-	if peerURL == "" {
-		peerURL = "https://127.0.0.1:" + strconv.Itoa(freePort(t))
-	}
-	e := &etcdProc{name: name, clientURL: "https://127.0.0.1:" + strconv.Itoa(freePort(t)), peerURL: peerURL}
-	logFile := filepath.Join(t.TempDir(), name+".log")
-	out, err := os.Create(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	initial, state := name+"="+e.peerURL, "new"
-	if initialCluster != "" {
-		initial, state = initialCluster, "existing"
-	}
-	// The flags of the rendered static pod that matter here.
-	cmd := exec.Command(bin, "--name", name, "--data-dir", dataDir,
-		"--listen-client-urls", e.clientURL, "--advertise-client-urls", e.clientURL,
-		"--listen-peer-urls", e.peerURL, "--initial-advertise-peer-urls", e.peerURL,
-		"--initial-cluster", initial, "--initial-cluster-state", state,
-		"--cert-file", p.ServerCert, "--key-file", p.ServerKey, "--trusted-ca-file", p.CA, "--client-cert-auth",
-		"--peer-cert-file", p.ServerCert, "--peer-key-file", p.ServerKey, "--peer-trusted-ca-file", p.CA,
-		"--peer-client-cert-auth", "--listen-metrics-urls", "http://127.0.0.1:"+strconv.Itoa(freePort(t)))
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		out.Close()
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			if b, err := os.ReadFile(logFile); err == nil {
-				t.Logf("etcd %s log (last 3000 bytes):\n%s", name, tailBytes(b, 3000))
-			}
-		}
-	})
+	proc := etcdtest.Start(t, etcdtest.Member{Bin: bin, Name: name, DataDir: dataDir, PKI: p, PeerURL: peerURL, InitialCluster: initialCluster})
+	e := &etcdProc{name: name, clientURL: proc.ClientURL, peerURL: proc.PeerURL}
 	c := &Client{Endpoints: []string{e.clientURL}, CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey, Timeout: 2 * time.Second}
 	start := time.Now()
 	ready := func() error { _, err := c.Members(context.Background()); return err }
-	if state == "existing" {
+	if initialCluster != "" {
 		// A learner answers status calls only.
 		ready = func() error {
 			return c.with(context.Background(), func(ctx context.Context, hc *http.Client) error {
@@ -152,14 +84,7 @@ func startMember(t *testing.T, bin string, p testPKI, dataDir, name, peerURL, in
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("etcd %s answers at %s after %v", name, e.clientURL, time.Since(start).Round(time.Millisecond))
-	return e, c, stop
-}
-
-func tailBytes(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
+	return e, c, proc.Stop
 }
 
 // kv opens a plain etcd client for the test's own reads and writes.
