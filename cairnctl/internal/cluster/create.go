@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -487,31 +486,6 @@ func waitRunning(ctx context.Context, n NodeState, cctx *client.Context, timeout
 	}
 	p.Printf("%s: %s (%s, api %s)", n.Name, s.State, s.MachineType, s.ApiMode)
 	return nil
-}
-
-// settleWait bounds how long create waits for the first control plane's health before the joins.
-const settleWait = 10 * time.Minute
-
-// waitSettled waits until the first control plane is healthy (its add-ons ready) before the other nodes
-// join. Right after Init a control plane is at its busiest, starting CoreDNS, flannel and kube-proxy and
-// filling its controllers' caches; a join at that moment added its CSR, its node and its DaemonSet pods,
-// and on an emulated control plane (with the joining VM taking host CPU too) the API server stalled past
-// the controller-manager's lease and a worker's certificate waited minutes for a restarted
-// controller-manager. A control plane that does not settle in time is joined anyway, with a warning.
-func waitSettled(ctx context.Context, first NodeState, cctx *client.Context, p *Progress) {
-	p.Printf("%s: waiting until it is healthy before the joins", first.Name)
-	hctx, cancel := context.WithTimeout(ctx, settleWait)
-	defer cancel()
-	connect := Dialer(client.Options{Endpoint: first.APIEndpoint(), Context: cctx})
-	err := WaitHealthy(hctx, func(c context.Context) (*machine.HealthResponse, error) { return healthOnce(c, connect) },
-		3*time.Second, func(failing []string) {
-			p.Printf("%s: not healthy yet: %s", first.Name, strings.Join(failing, "; "))
-		})
-	if err != nil {
-		p.Printf("%s: %v; joining the other nodes anyway", first.Name, err)
-		return
-	}
-	p.Printf("%s: healthy", first.Name)
 }
 
 // vmAlive reports whether the node's QEMU still runs.

@@ -57,3 +57,23 @@ func TestWaitHealthyTimeoutNamesTheChecks(t *testing.T) {
 		t.Errorf("WaitHealthy = %v, want an error naming coredns", err)
 	}
 }
+
+// The joins wait for a settled first control plane, not for CoreDNS replicas it has no room for.
+func TestSettledForJoins(t *testing.T) {
+	check := func(name string, ok bool) *machine.HealthCheck { return &machine.HealthCheck{Name: name, Ok: ok} }
+	for _, tc := range []struct {
+		name   string
+		checks []*machine.HealthCheck
+		want   bool
+	}{
+		{"one CoreDNS replica short, DNS answers", []*machine.HealthCheck{check("apiserver", true), check("coredns", false), check("service-dns", true)}, true},
+		{"DNS does not answer", []*machine.HealthCheck{check("coredns", false), check("service-dns", false)}, false},
+		{"no DNS check", []*machine.HealthCheck{check("coredns", false)}, false},
+		{"something else fails too", []*machine.HealthCheck{check("flannel", false), check("coredns", false), check("service-dns", true)}, false},
+		{"something else fails alone", []*machine.HealthCheck{check("flannel", false), check("service-dns", true)}, false},
+	} {
+		if got := settledForJoins(&machine.HealthResponse{Checks: tc.checks}); got != tc.want {
+			t.Errorf("%s: settledForJoins = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
