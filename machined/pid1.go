@@ -104,6 +104,9 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		network: func(_ context.Context, c *config.MachineConfig) error {
 			return applyNetworkConfig(cfgr, p.IP, ipOff, &c.Machine.Network, log)
 		},
+		platformNetwork: func(_ context.Context, n *config.Network) error {
+			return applyNetworkConfig(cfgr, p.IP, ipOff, n, log)
+		},
 		system: sys.Machine{}, starter: reaper.Starter(), devices: true, addresses: addresses,
 		payload: pay.Payload(),
 		slots: &slots.Manager{Disks: scanner.Scan, Mounter: sys.Mounter{}, ESPDir: "/run/cairn/esp", EFIVars: efiVarsDir, MountEFIVars: efi.ensure, Log: log,

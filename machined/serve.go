@@ -64,6 +64,8 @@ type platform struct {
 	// the node does not own the network, sandbox).
 	network  func(ctx context.Context, c *config.MachineConfig) error
 	netState server.Network
+	// platformNetwork applies a platform's network config in maintenance mode (nil: sandbox).
+	platformNetwork func(ctx context.Context, n *config.Network) error
 	// clock keeps the clock from the config's time servers, and reports it (nil: sandbox, the host's).
 	clock *clock
 	// measured measures the node lock into the TPM; nil in sandbox mode, where the TPM is the host's.
@@ -186,7 +188,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Paths: layout, Bus: bus, Log: log, Sys: system, API: creds, Sandbox: plat.sandbox,
 		Hostname: p.Hostname, OnHostname: plat.hostname, Addresses: plat.addresses,
 		JoinAddr: p.JoinAddr, JoinToken: p.JoinToken, JoinCA: p.All["cairn.joinca"], Tickets: &joinsvc.Client{CAHash: p.All["cairn.joinca"], Attest: plat.attest}, Renewer: &joinsvc.Client{},
-		Platform: plat.userData, TicketsFor: func(caHash string) node.TicketSource { return &joinsvc.Client{CAHash: caHash, Attest: plat.attest} },
+		Platform: plat.userData, PlatformNetwork: plat.platformNetwork, TicketsFor: func(caHash string) node.TicketSource { return &joinsvc.Client{CAHash: caHash, Attest: plat.attest} },
 		Hooks: node.Hooks{Preflight: vols.Preflight, Network: plat.network, Time: plat.timeHook(), Workload: workloadHook(plat, wl, log), Drain: wl.DrainTasks, Leave: wl.LeaveTasks, Reconfigure: wl.Reconfigure, Measure: plat.measureHook(), Running: wl.WhileRunning, Wipe: vols.WipeTasks,
 			// Once EPHEMERAL is mounted, service logs also go to rotating files under /var/log/cairn.
 			Storage: func(c *config.MachineConfig, seq fsm.Sequence, stateAt func(dir string)) []sequence.Task {

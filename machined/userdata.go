@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +37,19 @@ func userDataSearch(scanner inventory.Scanner, mods *bootModules, cmdline map[st
 		},
 		Unmount: func(dir string) error { return sys.Mounter{}.Unmount(dir, false) },
 		Dir:     seedDir, Cmdline: cmdline, Log: log,
+		MACs: func() (map[string]string, error) {
+			ifs, err := net.Interfaces()
+			if err != nil {
+				return nil, err
+			}
+			macs := map[string]string{}
+			for _, i := range ifs {
+				if len(i.HardwareAddr) > 0 {
+					macs[strings.ToLower(i.HardwareAddr.String())] = i.Name
+				}
+			}
+			return macs, nil
+		},
 	}
 	return func(ctx context.Context) (node.PlatformAnswer, error) {
 		if err := mods.waitDisks(ctx); err != nil {
@@ -48,7 +63,7 @@ func userDataSearch(scanner inventory.Scanner, mods *bootModules, cmdline map[st
 		a, err := s.Run(ctx)
 		ans := node.PlatformAnswer{Tried: a.Tried}
 		if m := a.Metadata; m != nil {
-			ans.Source, ans.UserData, ans.Hostname = m.Platform, m.UserData, m.Hostname
+			ans.Source, ans.UserData, ans.Hostname, ans.Network = m.Platform, m.UserData, m.Hostname, a.Network
 		}
 		return ans, err
 	}

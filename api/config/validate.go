@@ -152,6 +152,17 @@ func validateSecrets(path string, s *Secrets, e *Errors) {
 	}
 }
 
+// Validate checks a network on its own (one a platform's metadata gives), with the same rules as a
+// machine config's machine.network; the errors' paths start at machine.network.
+func (n *Network) Validate() error {
+	var e Errors
+	validateNetwork(n, &e)
+	if len(e) > 0 {
+		return e
+	}
+	return nil
+}
+
 func validateNetwork(n *Network, e *Errors) {
 	names := map[string]bool{}
 	members := map[string]string{} // NIC -> the bond it belongs to

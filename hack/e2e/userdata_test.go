@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,9 @@ import (
 
 // platformStatus is the platform part of `cairnctl status -o json`.
 type platformStatus struct {
-	State     string `json:"state"`
-	LockedBy  string `json:"locked_by"`
+	State     string   `json:"state"`
+	LockedBy  string   `json:"locked_by"`
+	Addresses []string `json:"addresses"`
 	Hostname  string `json:"hostname"`
 	LastError string `json:"last_error"`
 	Platform  *struct {
@@ -115,6 +117,10 @@ func TestUserData(t *testing.T) {
 	if st.State != "Running" || st.LockedBy != "join" || st.Hostname != w.Name || st.Platform == nil ||
 		!strings.HasPrefix(st.Platform.Action, "join ") {
 		t.Errorf("worker from user data: status %+v, platform %+v; want Running, locked by join, named %s from its seed", st, st.Platform, w.Name)
+	}
+	// Its L2 address came only from the seed's network-config (no ip= on its command line).
+	if !slices.Contains(st.Addresses, w.Address) {
+		t.Errorf("worker from user data has addresses %v, want its seed's network-config's %s", st.Addresses, w.Address)
 	}
 	waitNodeReady(t, filepath.Join(c.Dir, "kubeconfig"), w.Name)
 

@@ -45,6 +45,9 @@ type VMSpec struct {
 	RTCBase time.Time
 	// TPM gives the VM an emulated TPM 2.0 (qemu.Config.TPM).
 	TPM bool
+	// L2ByPlatform: the node's L2 address comes from its platform's network config (a NoCloud seed's
+	// network-config), not from ip= on its kernel command line.
+	L2ByPlatform bool
 }
 
 // platformArg says where a local VM looks for user data: on its NoCloud seed when it has one, else
@@ -84,6 +87,9 @@ func StartVM(ctx context.Context, s VMSpec) (*qemu.VM, NodeState, error) {
 	}
 	if s.Group != "" {
 		c.L2 = &qemu.L2{Group: s.Group, MAC: s.Node.MAC, Address: s.Node.Prefix()}
+		if s.L2ByPlatform {
+			c.L2.Address = ""
+		}
 	}
 	vm, err := qemu.New(c)
 	if err != nil {

@@ -33,12 +33,14 @@ func giveUserData(ctx context.Context, source string, s *VMSpec, userData []byte
 		}
 		return fmt.Sprintf("served by an IMDSv2 metadata service at %s, from %s", imds.Address, dir), nil
 	}
-	d, err := seedDisk(ctx, s.Dir, userData, s.Node.Name)
+	d, err := seedDisk(ctx, s.Dir, userData, s.Node.Name, seedNetworkConfig(s.Node))
 	if err != nil {
 		return "", err
 	}
 	s.Disks = append(s.Disks, d)
-	return "on a NoCloud seed, " + d.File, nil
+	// The seed's network-config gives the node its L2 address, as a cloud's does: not ip= as well.
+	s.L2ByPlatform = true
+	return "on a NoCloud seed with its L2 address in network-config, " + d.File, nil
 }
 
 // metadataDir is where a node's metadata service keeps its user data, hostname and token key.

@@ -20,8 +20,9 @@ const seedSerial = "cidata"
 
 // WriteSeed writes a NoCloud seed volume at path, as a cloud's or a hypervisor's tooling would: a vfat
 // filesystem labelled CIDATA with user-data and meta-data at its root (the node's hostname in
-// meta-data's local-hostname). It uses mkfs.vfat and mtools' mcopy, so it needs no root and no mount.
-func WriteSeed(ctx context.Context, path string, userData []byte, hostname string) error {
+// meta-data's local-hostname), and network-config when networkConfig is not nil. It uses mkfs.vfat and
+// mtools' mcopy, so it needs no root and no mount.
+func WriteSeed(ctx context.Context, path string, userData []byte, hostname string, networkConfig []byte) error {
 	for _, tool := range []string{"mkfs.vfat", "mcopy"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("writing a NoCloud seed needs %s (Debian packages dosfstools and mtools): %w", tool, err)
@@ -35,6 +36,9 @@ func WriteSeed(ctx context.Context, path string, userData []byte, hostname strin
 	files := map[string][]byte{
 		"user-data": userData,
 		"meta-data": fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\n", hostname, hostname),
+	}
+	if networkConfig != nil {
+		files["network-config"] = networkConfig
 	}
 	args := []string{"-i", path}
 	for name, data := range files {
@@ -63,12 +67,12 @@ func WriteSeed(ctx context.Context, path string, userData []byte, hostname strin
 }
 
 // seedDisk writes node n's seed in its directory and returns it as a disk to attach.
-func seedDisk(ctx context.Context, nodeDir string, userData []byte, hostname string) (qemu.Disk, error) {
+func seedDisk(ctx context.Context, nodeDir string, userData []byte, hostname string, networkConfig []byte) (qemu.Disk, error) {
 	if err := os.MkdirAll(nodeDir, 0o700); err != nil {
 		return qemu.Disk{}, err
 	}
 	path := filepath.Join(nodeDir, SeedFile)
-	if err := WriteSeed(ctx, path, userData, hostname); err != nil {
+	if err := WriteSeed(ctx, path, userData, hostname, networkConfig); err != nil {
 		return qemu.Disk{}, fmt.Errorf("node %s: %w", hostname, err)
 	}
 	return qemu.Disk{Serial: seedSerial, File: path}, nil
@@ -85,4 +89,10 @@ func initUserData(nodeDir string, n Node) ([]byte, error) {
 		return nil, fmt.Errorf("node %s: user data: %w", n.Name, err)
 	}
 	return ud, nil
+}
+
+// seedNetworkConfig is the network-config a node's seed carries: its address on the cluster's L2, by
+// its NIC's MAC address (cloud-init's version 2), as a platform gives a machine its static address.
+func seedNetworkConfig(n Node) []byte {
+	return fmt.Appendf(nil, "version: 2\nethernets:\n  l2:\n    match:\n      macaddress: %q\n    addresses: [%s]\n", n.MAC, n.Prefix())
 }

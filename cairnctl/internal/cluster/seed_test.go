@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +11,9 @@ import (
 	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
 )
 
-// A seed is what NoCloud's tooling writes: a vfat volume labelled CIDATA with user-data and meta-data,
-// readable by its owner alone (it holds the cluster's secrets).
+// A seed is what NoCloud's tooling writes: a vfat volume labelled CIDATA with user-data, meta-data and
+// network-config (the node's L2 address by its MAC), readable by its owner alone (it holds the
+// cluster's secrets).
 func TestWriteSeed(t *testing.T) {
 	for _, tool := range []string{"mkfs.vfat", "mcopy", "mdir", "mtype"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -19,14 +21,16 @@ func TestWriteSeed(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), SeedFile)
-	if err := WriteSeed(t.Context(), path, []byte("kind: JoinConfig\n"), "w-1"); err != nil {
+	n := Node{Name: "w-1", MAC: "52:54:00:12:34:56", Address: netip.MustParseAddr("10.5.0.7")}
+	if err := WriteSeed(t.Context(), path, []byte("kind: JoinConfig\n"), "w-1", seedNetworkConfig(n)); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("mdir", "-i", path, "::").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Volume in drive : is CIDATA") {
 		t.Errorf("mdir of the seed: %v\n%s\nwant a volume labelled CIDATA", err, out)
 	}
-	for name, want := range map[string]string{"user-data": "kind: JoinConfig\n", "meta-data": "local-hostname: w-1\n"} {
+	for name, want := range map[string]string{"user-data": "kind: JoinConfig\n", "meta-data": "local-hostname: w-1\n",
+		"network-config": "macaddress: \"52:54:00:12:34:56\"\n    addresses: [10.5.0.7/24]"} {
 		got, err := exec.Command("mtype", "-i", path, "::"+name).Output()
 		if err != nil || !strings.Contains(string(got), want) {
 			t.Errorf("%s on the seed = %q, %v; want it to hold %q", name, got, err, want)

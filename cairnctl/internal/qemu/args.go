@@ -58,7 +58,7 @@ func kernelArgs(c Config, tscKHz int) []string {
 			a = append(a, "quiet")
 		}
 	}
-	if c.L2 != nil {
+	if c.L2 != nil && c.L2.Address != "" {
 		ip, ipnet, _ := net.ParseCIDR(c.L2.Address)
 		// ip=<client>:<server>:<gateway>:<netmask>:<hostname>:<device>:<autoconf>
 		a = append(a, fmt.Sprintf("ip=%s::%s:%s:%s:%s:off", ip, c.L2.Gateway, net.IP(ipnet.Mask), c.Name, c.L2.Device))

@@ -38,6 +38,11 @@ func TestArgsGolden(t *testing.T) {
 		{"iso-uefi-disks-first", func(c *Config) { c.Mode = ModeISOUEFI }},
 		{"iso-uefi-tpm", func(c *Config) { c.Mode = ModeISOUEFI; c.TPM = true }},
 		{"raw", func(c *Config) { c.Mode = ModeRaw; c.L2 = l2 }},
+		{"vmlinux-l2-address-from-platform", func(c *Config) {
+			l := *l2
+			l.Address = ""
+			c.L2 = &l
+		}},
 		{"raw-metadata", func(c *Config) {
 			c.Mode = ModeRaw
 			c.L2 = l2

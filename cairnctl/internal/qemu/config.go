@@ -63,7 +63,9 @@ type Disk struct {
 type L2 struct {
 	Group   string // multicast group and port, e.g. "230.0.0.1:5610"; one per cluster
 	MAC     string // 52:54:00:xx:xx:xx, unique per VM
-	Address string // the node's static address in CIDR form, e.g. "10.5.0.11/24"
+	// Address is the node's static address in CIDR form, e.g. "10.5.0.11/24", given as ip= on the
+	// kernel command line; "" gives none (the node gets it from its platform's network config).
+	Address string
 	Gateway string // optional
 	Device  string // the guest's name for the NIC; default eth1 (the user-network NIC is eth0)
 }
@@ -204,7 +206,7 @@ func (c Config) withDefaults() (Config, error) {
 		if _, err := net.ParseMAC(l.MAC); err != nil {
 			return c, fmt.Errorf("qemu: L2 MAC: %w", err)
 		}
-		if _, _, err := net.ParseCIDR(l.Address); err != nil {
+		if _, _, err := net.ParseCIDR(l.Address); err != nil && l.Address != "" {
 			return c, fmt.Errorf("qemu: L2 address: %w", err)
 		}
 		if l.Device == "" {

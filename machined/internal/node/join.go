@@ -140,6 +140,8 @@ type joinTarget struct {
 	addr, token, ca string
 	tickets         TicketSource
 	from            string // where it was told to: fromCmdline, "user data (nocloud)"
+	// network is the platform's network (user data joins): the joined config keeps it when it sets none.
+	network *config.Network
 }
 
 // fromCmdline: a join the kernel command line asks for.
@@ -201,7 +203,10 @@ func (n *Node) joinLoop(ctx context.Context, to joinTarget) {
 			return
 		}
 		if err == nil {
-			err = n.join(ctx, nil, t)
+			var raw []byte
+			if raw, err = withPlatformNetwork(t.Config, to.network); err == nil {
+				err = n.join(ctx, raw, t)
+			}
 			var held *nodelock.HeldError
 			var busy *fsm.BusyError
 			if err == nil || errors.As(err, &held) || errors.As(err, &busy) {

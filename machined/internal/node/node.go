@@ -61,6 +61,9 @@ type Options struct {
 	Platform func(ctx context.Context) (PlatformAnswer, error)
 	// TicketsFor is the ticket client that pins a user data join's CA hash (joinsvc.Client).
 	TicketsFor func(caHash string) TicketSource
+	// PlatformNetwork applies the network a platform's metadata gives (NoCloud's network-config) at
+	// once, in maintenance mode; nil: the node does not own the network.
+	PlatformNetwork func(ctx context.Context, n *config.Network) error
 	// Join is where a node joins by itself from (cairn.join= / --join); empty: it waits for an operator.
 	JoinAddr, JoinToken string
 	// JoinCA pins the cluster's machine CA for that join (cairn.joinca=, the hex SHA-256 that cairnctl

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
@@ -23,6 +24,9 @@ type PlatformAnswer struct {
 	// Hostname is the platform's name for the node ("" when it gives none); a config's
 	// machine.hostname still wins.
 	Hostname string
+	// Network is the platform's network configuration (nil: none); a config's machine.network still
+	// wins.
+	Network *config.Network
 }
 
 // startPlatform looks for user data in the background when the node has no lock and its kernel command
@@ -67,6 +71,14 @@ func (n *Node) usePlatform(ctx context.Context) {
 	if ans.Hostname != "" && n.Machine() == nil {
 		n.setHostname(ans.Hostname)
 	}
+	if ans.Network != nil && n.o.PlatformNetwork != nil {
+		if err := n.o.PlatformNetwork(ctx, ans.Network); err != nil {
+			fail(fmt.Errorf("the network config from %s: %w", ans.Source, err))
+			return
+		}
+		n.o.Bus.Publish(events.Event{Kind: events.KindPlatform, Outcome: "network",
+			Message: fmt.Sprintf("the network config from %s is applied: %s", ans.Source, describeNetwork(ans.Network))})
+	}
 	switch {
 	case len(ans.UserData) == 0:
 		n.o.Log.Info("the platform gives no user data; waiting for an operator's Init or Join", "platform", ans.Source)
@@ -82,7 +94,10 @@ func (n *Node) usePlatform(ctx context.Context) {
 		st.Action = "init"
 		n.o.Bus.Publish(events.Event{Kind: events.KindPlatform, Outcome: "init",
 			Message: fmt.Sprintf("the user data from %s inits this node as cluster %s", ans.Source, ud.Config.Cluster.Name)})
-		err := n.Init(ctx, ans.UserData, nil)
+		raw, err := withPlatformNetwork(ans.UserData, ans.Network)
+		if err == nil {
+			err = n.Init(ctx, raw, nil)
+		}
 		var held *nodelock.HeldError
 		var busy *fsm.BusyError
 		if err != nil && !errors.As(err, &held) && !errors.As(err, &busy) {
@@ -98,6 +113,47 @@ func (n *Node) usePlatform(ctx context.Context) {
 		n.o.Bus.Publish(events.Event{Kind: events.KindPlatform, Outcome: "join",
 			Message: fmt.Sprintf("the user data from %s joins this node to %s", ans.Source, j.Endpoint)})
 		n.startJoin(joinTarget{addr: j.Endpoint, token: j.Token, ca: j.CAHash, tickets: n.o.TicketsFor(j.CAHash),
-			from: "user data (" + ans.Source + ")"})
+			from: "user data (" + ans.Source + ")", network: ans.Network})
 	}
+}
+
+// withPlatformNetwork puts the platform's network into a machine config that sets none, so the node
+// keeps it at every boot (the platform is searched only before the first Init or Join). A config with
+// its own machine.network keeps it.
+func withPlatformNetwork(raw []byte, network *config.Network) ([]byte, error) {
+	if network == nil {
+		return raw, nil
+	}
+	c, err := ParseConfig(raw)
+	if err != nil {
+		return nil, err
+	}
+	m := &c.Machine.Network
+	if len(m.Interfaces) > 0 || len(m.Nameservers) > 0 || len(m.Search) > 0 {
+		return raw, nil
+	}
+	*m = *network
+	return config.Marshal(c)
+}
+
+// describeNetwork is a network config in one line: "eth1 10.9.0.5/24 via 10.9.0.1; resolvers 10.9.0.53".
+func describeNetwork(n *config.Network) string {
+	var parts []string
+	for _, itf := range n.Interfaces {
+		s := itf.Name
+		if itf.DHCP {
+			s += " dhcp"
+		}
+		for _, a := range itf.Addresses {
+			s += " " + a
+		}
+		if itf.Gateway != "" {
+			s += " via " + itf.Gateway
+		}
+		parts = append(parts, s)
+	}
+	if len(n.Nameservers) > 0 {
+		parts = append(parts, "resolvers "+strings.Join(n.Nameservers, ", "))
+	}
+	return strings.Join(parts, "; ")
 }

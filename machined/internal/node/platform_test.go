@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
@@ -117,5 +120,42 @@ func TestKernelJoinSkipsUserData(t *testing.T) {
 	waitState(t, h.Node, fsm.Running)
 	if n := asked.Load(); n != 0 || h.Status().Platform != nil {
 		t.Errorf("platform asked %d times, status %+v; want not at all", n, h.Status().Platform)
+	}
+}
+
+// The platform's network (NoCloud's network-config) is applied in maintenance mode and written into the
+// config the node inits with, so it holds at every boot; a config with a network of its own keeps it.
+func TestUserDataNetwork(t *testing.T) {
+	c := testcluster.New(t)
+	network := &config.Network{Interfaces: []config.Interface{{Name: "eth1", Addresses: []string{"10.9.0.5/24"}, Gateway: "10.9.0.1"}},
+		Nameservers: []string{"10.9.0.53"}}
+	var applied atomic.Pointer[config.Network]
+	h := start(t, t.TempDir(), func(o *Options) {
+		o.Platform = func(context.Context) (PlatformAnswer, error) {
+			return PlatformAnswer{Source: "nocloud", UserData: append([]byte("bootstrap: true\n"), c.ControlPlaneYAML...), Network: network}, nil
+		}
+		o.PlatformNetwork = func(_ context.Context, n *config.Network) error { applied.Store(n); return nil }
+	})
+	waitState(t, h.Node, fsm.Running)
+	waitPlatform(t, h.Node)
+	if applied.Load() != network {
+		t.Errorf("PlatformNetwork got %+v, want the platform's network", applied.Load())
+	}
+	if m := h.Node.Machine(); m == nil || !cmp.Equal(&m.Machine.Network, network) {
+		t.Errorf("the node's config has network %+v, want the platform's", m)
+	}
+
+	cfg, err := ParseConfig(c.ControlPlaneYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Machine.Network = config.Network{Interfaces: []config.Interface{{Name: "eth0", DHCP: true}}}
+	withOwn, err := config.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := withPlatformNetwork(withOwn, network)
+	if err != nil || string(got) != string(withOwn) {
+		t.Errorf("withPlatformNetwork(a config with its own network) = %v; want it unchanged", err)
 	}
 }

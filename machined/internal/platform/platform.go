@@ -30,6 +30,8 @@ type Metadata struct {
 	UserData []byte
 	// Hostname is the platform's name for the node ("" when it gives none).
 	Hostname string
+	// NetworkConfig is NoCloud's network-config as the seed holds it (nil: none); Search parses it.
+	NetworkConfig []byte
 }
 
 // Source is one platform's metadata.

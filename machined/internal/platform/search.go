@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/disk/probe"
 )
@@ -32,7 +33,10 @@ type Search struct {
 	// Cmdline is the kernel command line's parameters: cairn.platform= names the one source to try
 	// ("none": none), ds=nocloud;s=URL is a NoCloud seed over HTTP.
 	Cmdline map[string]string
-	Log     *slog.Logger
+	// MACs maps the machine's MAC addresses (lower case) to its link names, for a network-config that
+	// names interfaces by MAC address (nil: none match).
+	MACs func() (map[string]string, error)
+	Log  *slog.Logger
 	// Network sources, replaced in tests (zero: the platforms' own addresses).
 	EC2 EC2
 	GCE GCE
@@ -42,6 +46,9 @@ type Search struct {
 type Answer struct {
 	Metadata *Metadata // nil: no source answered
 	Tried    []string  // "name: outcome" for each source tried
+	// Network is the platform's network configuration (NoCloud's network-config), nil when it gives
+	// none.
+	Network *config.Network
 }
 
 // Run searches. An error is a source that is this platform but answered wrongly (too big, unreadable);
@@ -121,6 +128,17 @@ func (s Search) Run(ctx context.Context) (Answer, error) {
 	}
 	if errors.Is(err, ErrAbsent) {
 		return a, nil
+	}
+	if err == nil && md != nil && md.NetworkConfig != nil {
+		macs := map[string]string{}
+		if s.MACs != nil {
+			if macs, err = s.MACs(); err != nil {
+				return a, fmt.Errorf("platform %s: list the network interfaces for its network-config: %w", md.Platform, err)
+			}
+		}
+		if a.Network, err = ParseNetworkConfig(md.NetworkConfig, macs); err != nil {
+			return a, fmt.Errorf("platform %s: %w", md.Platform, err)
+		}
 	}
 	return a, err
 }

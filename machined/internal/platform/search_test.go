@@ -164,3 +164,52 @@ func TestNoCloudSeedURL(t *testing.T) {
 		}
 	}
 }
+
+// A seed's network-config comes back parsed, its interfaces named by this machine's MAC addresses; one
+// Cairn cannot apply ends the search with its error, as malformed user data does.
+func TestSearchNetworkConfig(t *testing.T) {
+	disks := []inventory.Disk{seedDisk("/dev/vdc", probe.TypeVFAT, "CIDATA")}
+	for _, tc := range []struct {
+		name, netcfg, wantErr string
+		want                  []string // interface names
+	}{
+		{name: "by MAC address", netcfg: "version: 2\nethernets:\n  id0: {match: {macaddress: '52:54:00:00:00:02'}, addresses: [10.9.0.5/24]}\n", want: []string{"eth1"}},
+		{name: "none"},
+		{name: "one that cannot be applied", netcfg: "version: 2\nbonds: {}\n", wantErr: "platform nocloud: network-config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{"user-data": userData, "meta-data": "local-hostname: node-7\n"}
+			if tc.netcfg != "" {
+				files["network-config"] = tc.netcfg
+			}
+			f := &fakeSeeds{files: map[string]map[string]string{"/dev/vdc": files}}
+			s := Search{
+				Disks: func(context.Context) ([]inventory.Disk, error) { return disks, nil },
+				Mount: f.mount, Unmount: f.unmount, Dir: t.TempDir(), Cmdline: map[string]string{"cairn.platform": "nocloud"},
+				MACs: func() (map[string]string, error) {
+					return map[string]string{"52:54:00:00:00:01": "eth0", "52:54:00:00:00:02": "eth1"}, nil
+				},
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			}
+			a, err := s.Run(t.Context())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Run() = %v, want an error mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if a.Network != nil {
+				for _, itf := range a.Network.Interfaces {
+					got = append(got, itf.Name)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("network interfaces = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

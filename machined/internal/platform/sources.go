@@ -34,7 +34,11 @@ func (s NoCloudDir) Fetch(context.Context) (*Metadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Metadata{UserData: ud, Hostname: noCloudHostname(md)}, nil
+	nc, err := readLimited(filepath.Join(s.Dir, "network-config"), networkConfigLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &Metadata{UserData: ud, Hostname: noCloudHostname(md), NetworkConfig: nc}, nil
 }
 
 // NoCloudURL is a NoCloud seed served over HTTP (ds=nocloud;s=URL on the kernel command line): URL/user-data
@@ -63,7 +67,11 @@ func (s NoCloudURL) Fetch(ctx context.Context) (*Metadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Metadata{UserData: ud, Hostname: noCloudHostname(md)}, nil
+	nc, err := get("network-config", networkConfigLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &Metadata{UserData: ud, Hostname: noCloudHostname(md), NetworkConfig: nc}, nil
 }
 
 // noCloudHostname reads local-hostname from NoCloud's meta-data (YAML; the one key Cairn reads is a plain
