@@ -28,7 +28,7 @@ payload: build bundle ## the Kubernetes payload tree _out/payload (what sandbox 
 	./hack/deps.sh image
 	$(GO) run ./image/cmd/mkimage -out $(OUT) -bundle $(OUT)/bundle -payload-only
 
-image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-upgrade.tar
+image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-gce.tar.gz, cairn-upgrade.tar
 	VERSION=$(VERSION) SIGN_KEY=$(SIGN_KEY) ./hack/build-image.sh
 
 example-image: ## _out/examples/hello.tar: the example workload's image archive, for `cairnctl image import`

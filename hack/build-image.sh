@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds every artifact into _out/: machined and cairnctl, the Kubernetes bundle, then the image
-# (vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-upgrade.tar). `make image` and the Dockerfile both run
+# (vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-gce.tar.gz, cairn-upgrade.tar). `make image` and the Dockerfile both run
 # this one script, so the two builds cannot drift apart.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -17,6 +17,7 @@ import (
 func newGenUserData(g *globals) *cobra.Command {
 	var role, endpoint, initConfig string
 	var ttl time.Duration
+	var uses uint32
 	c := &cobra.Command{
 		Use:   "userdata (--role worker|controlplane [--endpoint HOST[:PORT]] | --init CONFIG)",
 		Short: "Write a node's user data: a join document with a fresh token, or a config that inits the node",
@@ -26,9 +27,11 @@ and acts on it without an operator; anything but a Cairn document is refused, an
 'cairnctl status' and stays in maintenance mode.
 
 With --role, it asks the first node of --nodes (a control plane, admin role) for a join token for that
-role, valid for --ttl and for one node, and prints a join document: the join service (--endpoint, default
-the one the control plane advertises), the token, and the hash of the cluster's machine CA, which the
-node pins the join service to. Give each node its own: a token admits one node.
+role, valid for --ttl and for --uses nodes (default one), and prints a join document: the join service
+(--endpoint, default the one the control plane advertises), the token, and the hash of the cluster's
+machine CA, which the node pins the join service to. Give each node its own, or give an instance group
+one document with --uses as large as the nodes it may start before the token expires (kops' model: a
+replaced machine joins by itself); 'cairnctl join-token revoke' ends it early.
 
 With --init CONFIG, it prints CONFIG (a control plane's, from 'cairnctl gen config') with
 'bootstrap: true': the node inits a new cluster with it. It holds the cluster's secrets; give it to one
@@ -54,7 +57,7 @@ node only, through a channel only that node reads.`,
 				}
 				var r *machine.CreateJoinTokenResponse
 				err := g.firstNode(func(nc nodeClient) (err error) {
-					r, err = nc.CreateJoinToken(cmd.Context(), &machine.CreateJoinTokenRequest{Role: role, TtlSeconds: uint32(ttl / time.Second), Uses: 1})
+					r, err = nc.CreateJoinToken(cmd.Context(), &machine.CreateJoinTokenRequest{Role: role, TtlSeconds: uint32(ttl / time.Second), Uses: uses})
 					return err
 				})
 				if err != nil {
@@ -81,6 +84,7 @@ node only, through a channel only that node reads.`,
 	f.StringVar(&role, "role", "", "the joining node's role: worker or controlplane")
 	f.StringVar(&endpoint, "endpoint", "", "the join service, HOST[:PORT] (default: the one the control plane advertises)")
 	f.DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid: until the node's first boot")
+	f.Uint32Var(&uses, "uses", 1, "how many nodes may join with the document (an instance group's)")
 	f.StringVar(&initConfig, "init", "", "a control plane's config to init the node with")
 	return c
 }

@@ -61,6 +61,8 @@ const (
 	Initramfs = "initramfs.cpio.zst"
 	ISOName   = "cairn.iso"
 	RawName   = "cairn.raw"
+	// GCEName is the raw disk packed as Compute Engine imports an image (boot.GCETarball).
+	GCEName = "cairn-gce.tar.gz"
 	// UKIName is the unified kernel image (kernel, initramfs, command line): the raw disk's first boot
 	// entry, and the one the upgrade bundle carries.
 	UKIName = "cairn.efi"
@@ -104,6 +106,7 @@ func Run(ctx context.Context, c Config) error {
 		{"uki", b.uki, func() bool { return c.Raw || hasPayload() }},
 		{"iso", b.iso, func() bool { return c.ISO }},
 		{"raw", b.raw, func() bool { return c.Raw }},
+		{"gce", b.gce, func() bool { return c.Raw }},
 		{"bundle", b.bundle, hasPayload},
 	}
 	total := time.Now()
@@ -119,7 +122,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, UpgradeBundle} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -376,6 +379,11 @@ func (b *builder) raw(ctx context.Context) error {
 		UKI: b.out(UKIName), Payload: b.payloadImage(), Version: b.Version,
 		Out: b.out(RawName), Work: b.out(".raw-work"), Epoch: b.Epoch, Size: b.RawSize,
 	})
+}
+
+// gce packs the raw disk for Compute Engine: the one platform whose image import needs its own packaging.
+func (b *builder) gce(ctx context.Context) error {
+	return boot.GCETarball(ctx, b.out(RawName), b.out(GCEName), b.Epoch)
 }
 
 // bundle packs the upgrade bundle. It is written beside its final name and renamed, so an interrupted
