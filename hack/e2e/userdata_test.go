@@ -17,8 +17,8 @@ type platformStatus struct {
 	State     string   `json:"state"`
 	LockedBy  string   `json:"locked_by"`
 	Addresses []string `json:"addresses"`
-	Hostname  string `json:"hostname"`
-	LastError string `json:"last_error"`
+	Hostname  string   `json:"hostname"`
+	LastError string   `json:"last_error"`
 	Platform  *struct {
 		Searching bool     `json:"searching"`
 		Source    string   `json:"source"`

@@ -61,8 +61,8 @@ type Disk struct {
 // L2 is a second NIC on a network shared by the cluster's VMs, without root: every VM joins the same
 // QEMU socket multicast group bound to the loopback interface, so frames never leave this host.
 type L2 struct {
-	Group   string // multicast group and port, e.g. "230.0.0.1:5610"; one per cluster
-	MAC     string // 52:54:00:xx:xx:xx, unique per VM
+	Group string // multicast group and port, e.g. "230.0.0.1:5610"; one per cluster
+	MAC   string // 52:54:00:xx:xx:xx, unique per VM
 	// Address is the node's static address in CIDR form, e.g. "10.5.0.11/24", given as ip= on the
 	// kernel command line; "" gives none (the node gets it from its platform's network config).
 	Address string
