@@ -90,7 +90,7 @@ e2e-ha: image ## three control planes and a worker behind a VIP: the holder powe
 	./hack/deps.sh qemu
 	CAIRN_E2E_HA=1 $(GO) test -tags e2e -timeout 100m -count=1 -v -run 'TestHA$$' ./hack/e2e/
 
-e2e-powercut: image ## power cuts during Init, a worker's join with PHASE=join or a reset with PHASE=reset (POINTS, default 20, about six, three and fifteen minutes each; SEED repeats a run): tried / survived / formatted twice or etcd data lost (not in make test)
+e2e-powercut: image ## power cuts during Init, a worker's join with PHASE=join, a control plane's with PHASE=cpjoin or a reset with PHASE=reset (POINTS, default 20, about six, three, five and fifteen minutes each; SEED repeats a run): tried / survived / formatted twice or etcd data lost (not in make test)
 	./hack/deps.sh qemu
 	CAIRN_E2E_POWERCUT=1 CAIRN_POWERCUT_PHASE=$(PHASE) CAIRN_POWERCUT_POINTS=$(or $(POINTS),20) CAIRN_POWERCUT_SEED=$(SEED) $(GO) test -tags e2e -timeout 300m -count=1 -v -run 'TestPowerCut$$' ./hack/e2e/
 

@@ -18,25 +18,33 @@ import (
 // little past that, so some cuts land on a node that had just become Running.
 const powercutJoin = 75 * time.Second
 
+// powercutCPJoin is the same span for a control plane's join: it waits for etcd to take it as a learner,
+// catches up, is promoted and starts its API server, about two minutes after its lock under TCG with
+// one vCPU.
+const powercutCPJoin = 150 * time.Second
+
 // powercutJoinFirst is the earliest cut: add needs a moment to start the VM, and a cut before there is a
 // VM tests nothing.
 const powercutJoinFirst = 3 * time.Second
 
-// powerCutJoin runs one point of a join (`make e2e-powercut PHASE=join`): `cairnctl cluster add` boots one
-// more worker for the running cluster c and pushes its join, and the worker's plug is pulled at the point.
-// Powered on, the worker must reach Running: by itself when it had taken its lock (the Join resumes from
-// the lock), through a new `cairnctl join` when it had not, as its operator would do it. No volume may be
-// formatted twice, each of STATE and EPHEMERAL is mounted once, and the Node is Ready in the cluster. The
-// worker is stopped afterwards so the next point has the host's cores. It reports whether a volume was
+// powerCutJoin runs one point of a join (`make e2e-powercut PHASE=join` for a worker, PHASE=cpjoin for a
+// control plane): `cairnctl cluster add` boots one more node of the role for the running cluster c and
+// pushes its join, and the node's plug is pulled at the point. Powered on, the node must reach Running:
+// by itself when it had taken its lock (the Join resumes from the lock), through a new `cairnctl join`
+// when it had not, as its operator would do it. No volume may be formatted twice, each volume is mounted
+// once, and the Node is Ready in the cluster. A control plane must be one of exactly two etcd voters with
+// no learner left over (a join cut after the join service added its learner leaves one, which its next
+// join replaces); it is then removed from etcd, so the first control plane keeps its quorum alone. The
+// node is stopped afterwards so the next point has the host's cores. It reports whether a volume was
 // formatted a second time.
-func powerCutJoin(t *testing.T, c *cluster, at time.Duration) bool {
+func powerCutJoin(t *testing.T, c *cluster, role string, at time.Duration) bool {
 	before := len(listCluster(t, c.Name).Nodes)
 	out, err := os.Create(filepath.Join(t.TempDir(), "add.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	add := exec.Command(cairnctl, "cluster", "add", "--name", c.Name, "--state-dir", stateDir, "--image-dir", imageDir,
-		"--boot-timeout", bootTimeout.String())
+		"--role", role, "--boot-timeout", bootTimeout.String())
 	add.Stdout, add.Stderr = out, out
 	if err := add.Start(); err != nil {
 		t.Fatal(err)
@@ -62,6 +70,9 @@ func powerCutJoin(t *testing.T, c *cluster, at time.Duration) bool {
 	t.Logf("cut %s %.0fs after cluster add began; the end of its output:\n%s", w.Name, at.Seconds(), tailString(string(progress), 1500))
 
 	volumes := []string{"state", "ephemeral"}
+	if role == "controlplane" {
+		volumes = append(volumes, "etcd")
+	}
 	cut := map[string]string{}
 	for _, v := range volumes {
 		cut[v] = filesystemUUID(t, filepath.Join(w.Dir, "disk-cairn-"+v+".raw"))
@@ -84,7 +95,13 @@ func powerCutJoin(t *testing.T, c *cluster, at time.Duration) bool {
 		}
 	}
 	waitNodeReady(t, filepath.Join(c.Dir, "kubeconfig"), w.Name)
-	// Its point is made: a stopped worker leaves the host's two cores to the control plane and the next
+	if role == "controlplane" {
+		checkVoters(t, wc.mtls(0), cp.Name, w.Name)
+		// While both run: a lone voter left with a stopped second one would have no quorum.
+		mustCtl(t, time.Minute, append(wc.mtls(0), "etcd", "remove-member", w.Name)...)
+		checkVoters(t, wc.mtls(0), cp.Name)
+	}
+	// Its point is made: a stopped node leaves the host's two cores to the control plane and the next
 	// point (its Node stays in the list, NotReady).
 	mustCtl(t, time.Minute, "cluster", "stop", "--name", c.Name, "--state-dir", stateDir, "--node", w.Name)
 	return formattedTwice

@@ -31,7 +31,7 @@ const powercutInit = 200 * time.Second
 // `make e2e`. With CAIRN_POWERCUT_PHASE=reset (`make e2e-powercut PHASE=reset`) the cuts land in a reset
 // of a Running node instead (powerCutReset) and it prints how many lost their etcd data; with
 // CAIRN_POWERCUT_PHASE=join they land in the join of a worker to one control plane made for the run
-// (powerCutJoin, about three minutes a point).
+// (powerCutJoin, about three minutes a point), with cpjoin in the join of a second control plane.
 func TestPowerCut(t *testing.T) {
 	if os.Getenv("CAIRN_E2E_POWERCUT") == "" {
 		t.Skip("power cuts take about six minutes each: run `make e2e-powercut` (CAIRN_E2E_POWERCUT=1)")
@@ -48,19 +48,23 @@ func TestPowerCut(t *testing.T) {
 		phase = "init"
 	case "reset":
 		cut, span = powerCutReset, powercutReset
-	case "join":
-		// One control plane serves every point; each point adds a worker to it.
-		c := createCluster(t, "pcj", createTimeout)
-		cut = func(t *testing.T, _ string, at time.Duration) bool { return powerCutJoin(t, c, at) }
-		span = powercutJoin - powercutJoinFirst
+	case "join", "cpjoin":
+		// One control plane serves every point; each point adds a worker or a control plane to it.
+		c := createCluster(t, "pc"+phase, createTimeout)
+		role, end := "worker", powercutJoin
+		if phase == "cpjoin" {
+			role, end = "controlplane", powercutCPJoin
+		}
+		cut = func(t *testing.T, _ string, at time.Duration) bool { return powerCutJoin(t, c, role, at) }
+		span = end - powercutJoinFirst
 	default:
-		t.Fatalf("CAIRN_POWERCUT_PHASE=%q: want init, join or reset", phase)
+		t.Fatalf("CAIRN_POWERCUT_PHASE=%q: want init, join, cpjoin or reset", phase)
 	}
 	rng := rand.New(rand.NewPCG(seed, seed))
 	cuts := make([]time.Duration, points)
 	for i := range cuts {
 		cuts[i] = time.Duration(rng.Int64N(int64(span)))
-		if phase == "join" {
+		if phase == "join" || phase == "cpjoin" {
 			cuts[i] += powercutJoinFirst
 		}
 	}
@@ -76,7 +80,7 @@ func TestPowerCut(t *testing.T) {
 			survived++
 		}
 	}
-	what := map[string]string{"init": "formatted twice", "join": "formatted twice", "reset": "etcd data lost"}[phase]
+	what := map[string]string{"init": "formatted twice", "join": "formatted twice", "cpjoin": "formatted twice", "reset": "etcd data lost"}[phase]
 	fmt.Printf("powercut: %s, seed %d: tried %d, survived %d, %s %d\n", phase, seed, points, survived, what, lost)
 }
 
