@@ -13,10 +13,13 @@ import (
 // etcd call, and a node that cannot make it lets the lease expire instead.
 const vipStopWait = vip.DefaultTTL + 5*time.Second
 
-// startVIP starts this control plane's part in the election of cluster.vip once its etcd member is
-// healthy (the election runs on etcd), before the API server starts, so the first control plane holds
-// the endpoint's address by the time its add-ons and the workers use it. It runs until the node stops,
-// reboots or leaves (stopVIP); a second call does nothing.
+// startVIP starts this control plane's part in the election of cluster.vip once its API server answers
+// (the election runs on etcd, healthy by then), and before the add-ons, so the first control plane holds
+// the endpoint's address by the time its add-ons and the workers use it. A control plane that restarts
+// or joins must not stand before that: the address would go to a node that does not serve the API yet,
+// from one that does, whenever the holder's renewal ran late (make e2e-ha saw it, with the restarting
+// node too busy starting to keep the address anyway). It runs until the node stops, reboots or leaves
+// (stopVIP); a second call does nothing.
 func (w *Workload) startVIP(context.Context) error {
 	c := w.config()
 	if c == nil || c.Cluster.VIP == "" {

@@ -27,7 +27,8 @@ func TestHookOrder(t *testing.T) {
 				{"kubernetes-pki", "certificates"}, {"certificates", "kubelet"},
 				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"},
 				{"control-plane-manifests", "kubelet"}, {"apiserver-ready", "controller-manifests"},
-				{"controller-manifests", "pod-network"}, {"discovery-names", "kubelet"}},
+				{"controller-manifests", "pod-network"}, {"discovery-names", "kubelet"},
+				{"etcd-healthy", "vip"}, {"apiserver-ready", "vip"}, {"vip", "addons"}},
 			[]string{"etcd-promote", "worker-files"}},
 		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
 		// server, which talks to the local member alone, waits until that member votes.
@@ -35,11 +36,14 @@ func TestHookOrder(t *testing.T) {
 			[]rule{{"etcd-manifest", "kubelet"}, {"kubelet", "etcd-promote"}, {"etcd-promote", "etcd-healthy"},
 				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"},
 				{"apiserver-ready", "controller-manifests"}, {"controller-manifests", "pod-network"},
-				{"discovery-names", "kubelet"}},
+				{"discovery-names", "kubelet"}, {"apiserver-ready", "vip"}},
 			[]string{"etcd-restore", "bootstrap-objects", "worker-files"}},
 		// Certificates are renewed on every boot, before the static pods start with them.
 		{"control plane booting after a join", config.TypeControlPlane, fsm.SeqStart,
-			[]rule{{"etcd-manifest", "kubelet"}, {"certificates", "control-plane-manifests"}, {"certificates", "kubelet"}},
+			// A restarting control plane stands for the VIP only once its API server answers: it must not
+			// take the address from a holder that serves the API (make e2e-ha saw that).
+			[]rule{{"etcd-manifest", "kubelet"}, {"certificates", "control-plane-manifests"}, {"certificates", "kubelet"},
+				{"apiserver-ready", "vip"}},
 			[]string{"etcd-promote"}},
 		{"worker", config.TypeWorker, fsm.SeqJoin,
 			// The kubelet bootstraps through api.internal.<cluster>: the name must be there first.
