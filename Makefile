@@ -98,7 +98,7 @@ e2e-upgrade: image ## upgrade a raw-disk node to a second build, roll back, then
 	./hack/deps.sh qemu
 	CAIRN_E2E_UPGRADE=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestUpgrade$$' ./hack/e2e/
 
-e2e-platforms: image ## TestUserData with a control plane that inits itself and workers that join by themselves from NoCloud and IMDSv2 user data (CAIRN_E2E_PLATFORMS=1; make e2e runs only its malformed-user-data part)
+e2e-platforms: image ## TestUserData from cairn.raw: a control plane that inits itself and workers that join by themselves from NoCloud and IMDSv2 user data (CAIRN_E2E_PLATFORMS=1; make e2e runs only its malformed-user-data part)
 	./hack/deps.sh qemu
 	CAIRN_E2E_PLATFORMS=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestUserData$$' ./hack/e2e/
 

@@ -53,11 +53,12 @@ func writeSeed(t *testing.T, userData, hostname string) string {
 // TestUserData is issue 19's user data from a NoCloud seed (a disk labelled CIDATA), the way a cloud
 // image gets it. Always: user data that is not a Cairn document is refused, the node says why in
 // status and stays in maintenance mode, and it takes the seed's hostname. With CAIRN_E2E_PLATFORMS=1
-// (`make e2e-platforms`, minutes more under TCG): `cluster create --userdata` makes a control plane
-// that inits itself from its seed, and `cluster add --userdata` a worker that joins by itself from a
-// join document on its seed; both are Running, the worker is a Ready node under its seed's name. Then
-// `cluster add --userdata=ec2` a worker that finds the same document behind an IMDSv2 metadata service
-// at 169.254.169.254 (served by cairnctl through QEMU's guestfwd) and joins the same way.
+// (`make e2e-platforms`, minutes more under TCG), every VM booting cairn.raw: `cluster create
+// --userdata` makes a control plane that inits itself from its seed, and `cluster add --userdata` a
+// worker that joins by itself from a join document on its seed, its L2 address from the seed's
+// network-config; both are Running, the worker is a Ready node under its seed's name. Then `cluster add
+// --userdata=ec2` a worker that finds the same document behind an IMDSv2 metadata service at
+// 169.254.169.254 (served by cairnctl through QEMU's guestfwd) and joins the same way.
 func TestUserData(t *testing.T) {
 	t.Run("malformed user data", func(t *testing.T) {
 		seed := writeSeed(t, "#!/bin/sh\necho pwned\n", "seeded-1")
@@ -92,7 +93,9 @@ func TestUserData(t *testing.T) {
 		return
 	}
 
-	c := createCluster(t, "ud", createTimeout, "--userdata")
+	// From cairn.raw, as a cloud boots it (UEFI, the disk image as its boot disk): every node of the
+	// cluster is made from it, and what each becomes is its user data.
+	c := createCluster(t, "ud", createTimeout, "--userdata", "--mode", "raw")
 	s := status(t, c.mtls(0))
 	if s.State != "Running" || s.LockedBy != "init" {
 		t.Fatalf("control plane from user data: status %+v, want Running, locked by init", s)
