@@ -255,7 +255,7 @@ func parseV1(raw []byte, wrapped bool, macs map[string]string) (*config.Network,
 	return n, nil
 }
 
-// v1Address is an address in CIDR notation, or an address and a dotted netmask.
+// v1Address is an address in CIDR notation, or an address and a netmask (255.255.255.0, ffff:ffff::).
 func v1Address(addr, netmask string) (string, error) {
 	if strings.Contains(addr, "/") || netmask == "" {
 		return addr, nil
@@ -265,11 +265,11 @@ func v1Address(addr, netmask string) (string, error) {
 		return "", err
 	}
 	m, err := netip.ParseAddr(netmask)
-	if err != nil || !m.Is4() {
-		return "", fmt.Errorf("netmask %q is not a dotted IPv4 mask", netmask)
+	if err != nil || m.Is4() != a.Is4() {
+		return "", fmt.Errorf("netmask %q is not a mask for %s", netmask, addr)
 	}
 	ones := 0
-	for _, b := range m.As4() {
+	for _, b := range m.AsSlice() {
 		for i := 7; i >= 0; i-- {
 			if b&(1<<i) == 0 {
 				break

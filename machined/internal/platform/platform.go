@@ -30,8 +30,9 @@ type Metadata struct {
 	UserData []byte
 	// Hostname is the platform's name for the node ("" when it gives none).
 	Hostname string
-	// NetworkConfig is NoCloud's network-config as the seed holds it (nil: none); Search parses it.
-	NetworkConfig []byte
+	// NetworkConfig is NoCloud's network-config as the seed holds it, NetworkData an OpenStack config
+	// drive's network_data.json (nil: none); Search parses them.
+	NetworkConfig, NetworkData []byte
 }
 
 // Source is one platform's metadata.

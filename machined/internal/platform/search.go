@@ -129,14 +129,19 @@ func (s Search) Run(ctx context.Context) (Answer, error) {
 	if errors.Is(err, ErrAbsent) {
 		return a, nil
 	}
-	if err == nil && md != nil && md.NetworkConfig != nil {
+	if err == nil && md != nil && (md.NetworkConfig != nil || md.NetworkData != nil) {
 		macs := map[string]string{}
 		if s.MACs != nil {
 			if macs, err = s.MACs(); err != nil {
-				return a, fmt.Errorf("platform %s: list the network interfaces for its network-config: %w", md.Platform, err)
+				return a, fmt.Errorf("platform %s: list the network interfaces for its network config: %w", md.Platform, err)
 			}
 		}
-		if a.Network, err = ParseNetworkConfig(md.NetworkConfig, macs); err != nil {
+		if md.NetworkConfig != nil {
+			a.Network, err = ParseNetworkConfig(md.NetworkConfig, macs)
+		} else {
+			a.Network, err = ParseNetworkData(md.NetworkData, macs)
+		}
+		if err != nil {
 			return a, fmt.Errorf("platform %s: %w", md.Platform, err)
 		}
 	}

@@ -213,3 +213,28 @@ func TestSearchNetworkConfig(t *testing.T) {
 		})
 	}
 }
+
+// An OpenStack config drive's network_data.json comes back parsed the same way.
+func TestSearchNetworkData(t *testing.T) {
+	disks := []inventory.Disk{seedDisk("/dev/sr0", probe.TypeISO9660, "config-2")}
+	f := &fakeSeeds{files: map[string]map[string]string{"/dev/sr0": {
+		"openstack/latest/meta_data.json":    `{"hostname": "os-1"}`,
+		"openstack/latest/user_data":         userData,
+		"openstack/latest/network_data.json": novaNetworkData,
+	}}}
+	s := Search{
+		Disks: func(context.Context) ([]inventory.Disk, error) { return disks, nil },
+		Mount: f.mount, Unmount: f.unmount, Dir: t.TempDir(), Cmdline: map[string]string{"cairn.platform": "openstack"},
+		MACs: func() (map[string]string, error) {
+			return map[string]string{"fa:16:3e:00:00:01": "ens3", "fa:16:3e:00:00:02": "ens4"}, nil
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	a, err := s.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Network == nil || len(a.Network.Interfaces) != 2 || a.Network.Interfaces[0].Name != "ens3" || a.Metadata.Hostname != "os-1" {
+		t.Errorf("answer = %+v, network %+v; want os-1 with ens3 and ens4 from network_data.json", a.Metadata, a.Network)
+	}
+}

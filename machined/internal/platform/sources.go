@@ -204,7 +204,11 @@ func (s OpenStack) Fetch(context.Context) (*Metadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Metadata{UserData: ud, Hostname: meta.Hostname}, nil
+	nd, err := readLimited(filepath.Join(latest, "network_data.json"), networkConfigLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &Metadata{UserData: ud, Hostname: meta.Hostname, NetworkData: nd}, nil
 }
 
 // readLimited reads a file of a seed volume: nil when it is not there, an error when it is bigger than
