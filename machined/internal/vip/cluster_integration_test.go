@@ -4,14 +4,12 @@ package vip_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,18 +42,18 @@ func TestThreeControlPlanes(t *testing.T) {
 
 	const subnet = "10.88.0."
 	vipAddr := netip.MustParseAddr(subnet + "100")
-	sw := newNamespace(t, "sw")
+	sw := etcdtest.NewNamespace(t, "sw")
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
-	must(t, sw.h.LinkAdd(br))
-	must(t, sw.h.AddrAdd(br, addr(subnet+"1/24")))
-	must(t, sw.h.LinkSetUp(br))
+	must(t, sw.H.LinkAdd(br))
+	must(t, sw.H.AddrAdd(br, etcdtest.Addr(subnet+"1/24")))
+	must(t, sw.H.LinkSetUp(br))
 
 	ips := []net.IP{net.ParseIP(vipAddr.String())}
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		n := &node{name: "cp" + strconv.Itoa(i+1), ip: subnet + strconv.Itoa(11+i)}
-		n.ns = newNamespace(t, n.name)
-		plug(t, sw, br, n)
+		n.ns = etcdtest.NewNamespace(t, n.name)
+		etcdtest.Plug(t, sw, br, n.ns, n.name, n.ip+"/24")
 		ips = append(ips, net.ParseIP(n.ip))
 		nodes[i] = n
 	}
@@ -68,10 +66,10 @@ func TestThreeControlPlanes(t *testing.T) {
 		n.start(t, bin, p, initial, true)
 	}
 	observer := &etcdops.Client{Endpoints: []string{"https://" + vipAddr.String() + ":2379"}, CACert: p.CA, Cert: p.ClientCert,
-		Key: p.ClientKey, Timeout: 2 * time.Second, Dial: dialIn(sw.ns)}
+		Key: p.ClientKey, Timeout: 2 * time.Second, Dial: etcdtest.DialIn(sw.NS)}
 	for _, n := range nodes {
 		n.client = &etcdops.Client{Endpoints: []string{n.clientURL()}, CACert: p.CA, Cert: p.ClientCert, Key: p.ClientKey,
-			Timeout: 2 * time.Second, Dial: dialIn(n.ns.ns)}
+			Timeout: 2 * time.Second, Dial: etcdtest.DialIn(n.ns.NS)}
 		waitFor(ctx, t, n.name+"'s etcd in a cluster of three", func() error {
 			ms, err := n.client.Members(ctx)
 			if err == nil && len(ms) != 3 {
@@ -177,7 +175,7 @@ const (
 
 type node struct {
 	name, ip string
-	ns       *namespace
+	ns       *etcdtest.Namespace
 	client   *etcdops.Client
 	etcd     *etcdtest.Proc
 	stop     context.CancelFunc
@@ -191,7 +189,7 @@ func (n *node) clientURL() string { return "https://" + n.ip + ":2379" }
 func (n *node) start(t *testing.T, bin string, p etcdtest.PKI, initial []string, isNew bool) {
 	n.etcd = etcdtest.Start(t, etcdtest.Member{Bin: bin, Name: n.name, DataDir: filepath.Join(t.TempDir(), "etcd"), PKI: p,
 		ClientURL: n.clientURL(), PeerURL: n.peerURL(), ListenClient: "https://0.0.0.0:2379",
-		InitialCluster: strings.Join(initial, ","), New: isNew, NetNS: n.ns.name})
+		InitialCluster: strings.Join(initial, ","), New: isNew, NetNS: n.ns.Name})
 }
 
 // elect runs the node's part in the VIP election until stopElection.
@@ -199,7 +197,7 @@ func (n *node) elect(log *slog.Logger, addr netip.Addr) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop, n.done = cancel, make(chan struct{})
 	h := &vip.Holder{VIP: addr, Node: n.name, TTL: ttl, Renew: renew, Log: log.With("node", n.name),
-		Link: nsLink{VIPLink: netcfg.VIPLink{NL: n.ns.h}, ns: n.ns.ns},
+		Link: nsLink{VIPLink: netcfg.VIPLink{NL: n.ns.H}, ns: n.ns.NS},
 		Open: func() (vip.Store, func(), error) {
 			s, err := n.client.Session()
 			if err != nil {
@@ -221,16 +219,16 @@ func (n *node) stopElection() {
 // released (etcd is gone).
 func (n *node) unplug(t *testing.T) {
 	n.etcd.Kill()
-	l, err := n.ns.h.LinkByName("eth0")
+	l, err := n.ns.H.LinkByName("eth0")
 	must(t, err)
-	must(t, n.ns.h.LinkSetDown(l))
+	must(t, n.ns.H.LinkSetDown(l))
 	n.stopElection()
 }
 
 func (n *node) plugBack(t *testing.T) {
-	l, err := n.ns.h.LinkByName("eth0")
+	l, err := n.ns.H.LinkByName("eth0")
 	must(t, err)
-	must(t, n.ns.h.LinkSetUp(l))
+	must(t, n.ns.H.LinkSetUp(l))
 }
 
 // holders lists the nodes whose eth0 carries the VIP.
@@ -238,9 +236,9 @@ func holders(t *testing.T, nodes []*node, addr netip.Addr) []string {
 	t.Helper()
 	var out []string
 	for _, n := range nodes {
-		l, err := n.ns.h.LinkByName("eth0")
+		l, err := n.ns.H.LinkByName("eth0")
 		must(t, err)
-		as, err := n.ns.h.AddrList(l, netlink.FAMILY_V4)
+		as, err := n.ns.H.AddrList(l, netlink.FAMILY_V4)
 		must(t, err)
 		for _, a := range as {
 			if a.IP.Equal(net.ParseIP(addr.String())) {
@@ -302,95 +300,6 @@ func waitFor(ctx context.Context, t *testing.T, what string, f func() error) {
 	}
 }
 
-// namespace is a named network namespace (so etcd can be started in it) with a netlink handle in it.
-type namespace struct {
-	name string
-	ns   netns.NsHandle
-	h    *netlink.Handle
-}
-
-func newNamespace(t *testing.T, suffix string) *namespace {
-	t.Helper()
-	name := fmt.Sprintf("cairn-ha-%d-%s", os.Getpid(), suffix)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	must(t, err)
-	defer orig.Close()
-	ns, err := netns.NewNamed(name) // this thread is now in it
-	if err != nil {
-		t.Fatal(err)
-	}
-	must(t, netns.Set(orig))
-	h, err := netlink.NewHandleAt(ns)
-	must(t, err)
-	t.Cleanup(func() {
-		h.Close()
-		ns.Close()
-		if err := netns.DeleteNamed(name); err != nil {
-			t.Errorf("delete network namespace %s: %v", name, err)
-		}
-	})
-	lo, err := h.LinkByName("lo")
-	must(t, err)
-	must(t, h.LinkSetUp(lo))
-	return &namespace{name: name, ns: ns, h: h}
-}
-
-// plug connects n to the bridge with a veth pair whose node end is n's eth0.
-func plug(t *testing.T, sw *namespace, br *netlink.Bridge, n *node) {
-	t.Helper()
-	peer := "to-" + n.name
-	must(t, sw.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "port-" + n.name, MasterIndex: br.Attrs().Index}, PeerName: peer}))
-	port, err := sw.h.LinkByName("port-" + n.name)
-	must(t, err)
-	must(t, sw.h.LinkSetMaster(port, br))
-	must(t, sw.h.LinkSetUp(port))
-	end, err := sw.h.LinkByName(peer)
-	must(t, err)
-	must(t, sw.h.LinkSetNsFd(end, int(n.ns.ns)))
-	end, err = n.ns.h.LinkByName(peer)
-	must(t, err)
-	must(t, n.ns.h.LinkSetName(end, "eth0"))
-	must(t, n.ns.h.AddrAdd(end, addr(n.ip+"/24")))
-	must(t, n.ns.h.LinkSetUp(end))
-}
-
-// dialIn opens connections from inside ns: a socket belongs to the namespace of the thread that made it.
-func dialIn(ns netns.NsHandle) func(ctx context.Context, network, address string) (net.Conn, error) {
-	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		var c net.Conn
-		err := inNS(ns, func() error {
-			var err error
-			c, err = (&net.Dialer{}).DialContext(ctx, network, address)
-			return err
-		})
-		return c, err
-	}
-}
-
-// inNS runs f on this goroutine's thread moved into ns, then moves the thread back. A thread that
-// cannot go back stays locked, so the runtime retires it with the goroutine.
-func inNS(ns netns.NsHandle, f func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	ferr := f()
-	if err := netns.Set(orig); err != nil {
-		return errors.Join(ferr, err)
-	}
-	runtime.UnlockOSThread()
-	return ferr
-}
-
 // nsLink is netcfg.VIPLink for a node whose links are in ns: the gratuitous ARP socket is opened there.
 type nsLink struct {
 	netcfg.VIPLink
@@ -398,15 +307,7 @@ type nsLink struct {
 }
 
 func (l nsLink) Announce(addr netip.Addr, link string) error {
-	return inNS(l.ns, func() error { return l.VIPLink.Announce(addr, link) })
-}
-
-func addr(cidr string) *netlink.Addr {
-	a, err := netlink.ParseAddr(cidr)
-	if err != nil {
-		panic(err)
-	}
-	return a
+	return etcdtest.InNS(l.ns, func() error { return l.VIPLink.Announce(addr, link) })
 }
 
 func must(t *testing.T, err error) {

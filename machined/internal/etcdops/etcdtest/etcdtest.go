@@ -49,6 +49,12 @@ type PKI struct {
 // NewPKI writes the PKI into dir; the server certificate is valid for localhost, 127.0.0.1 and ips.
 func NewPKI(t testing.TB, dir string, ips ...net.IP) PKI {
 	t.Helper()
+	return NewNamedPKI(t, dir, nil, ips...)
+}
+
+// NewNamedPKI is NewPKI with a server certificate valid for names too (members reached by name).
+func NewNamedPKI(t testing.TB, dir string, names []string, ips ...net.IP) PKI {
+	t.Helper()
 	now := time.Now()
 	caPEM, err := pki.NewCA("etcd-ca", now)
 	if err != nil {
@@ -58,7 +64,7 @@ func NewPKI(t testing.TB, dir string, ips ...net.IP) PKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := ca.Sign(pki.Request{CommonName: "n1", DNSNames: []string{"localhost"}, IPs: append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
+	server, err := ca.Sign(pki.Request{CommonName: "n1", DNSNames: append([]string{"localhost"}, names...), IPs: append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
 		Server: true, Client: true}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -97,14 +103,18 @@ type Member struct {
 	PKI                PKI
 	// ClientURL and PeerURL are advertised and listened on; "" picks a free loopback port.
 	ClientURL, PeerURL string
-	// ListenClient listens on other client URLs than ClientURL (a VIP's traffic reaches every address).
-	ListenClient string
+	// ListenClient listens on other client URLs than ClientURL (a VIP's traffic reaches every address),
+	// ListenPeer on another peer URL than PeerURL (a member that advertises a name).
+	ListenClient, ListenPeer string
 	// InitialCluster is etcd's --initial-cluster for a member joining an existing cluster, this member
 	// included, or for a new cluster of several members (then New); "" starts a new cluster of one.
 	InitialCluster string
 	New            bool
 	// NetNS is a named network namespace (/run/netns/NAME) to run etcd in; "" this process's.
 	NetNS string
+	// Hosts is a file etcd sees as its /etc/hosts (bind-mounted in a mount namespace of its own), as a
+	// node's etcd pod sees the node's; "" the host's.
+	Hosts string
 }
 
 // Proc is a started etcd.
@@ -138,11 +148,15 @@ func Start(t testing.TB, m Member) *Proc {
 	}
 	args := []string{m.Bin, "--name", m.Name, "--data-dir", m.DataDir,
 		"--listen-client-urls", cmp.Or(m.ListenClient, m.ClientURL), "--advertise-client-urls", m.ClientURL,
-		"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
+		"--listen-peer-urls", cmp.Or(m.ListenPeer, m.PeerURL), "--initial-advertise-peer-urls", m.PeerURL,
 		"--initial-cluster", initial, "--initial-cluster-state", state,
 		"--cert-file", m.PKI.ServerCert, "--key-file", m.PKI.ServerKey, "--trusted-ca-file", m.PKI.CA, "--client-cert-auth",
 		"--peer-cert-file", m.PKI.ServerCert, "--peer-key-file", m.PKI.ServerKey, "--peer-trusted-ca-file", m.PKI.CA,
 		"--peer-client-cert-auth", "--listen-metrics-urls", metrics}
+	if m.Hosts != "" {
+		args = append([]string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+			`mount --bind "$0" /etc/hosts && exec "$@"`, m.Hosts}, args...)
+	}
 	if m.NetNS != "" {
 		args = append([]string{"nsenter", "--net=/run/netns/" + m.NetNS, "--"}, args...)
 	}
