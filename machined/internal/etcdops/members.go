@@ -121,10 +121,10 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 	})
 }
 
-// Leave removes the member listening on peerURL, unless it is the only one: a cluster cannot remove its
-// last member, and a single control plane that resets takes its etcd with it anyway. It returns whether
-// a member was removed.
-func (c *Client) Leave(ctx context.Context, peerURL string) (bool, error) {
+// Leave removes the member listening on one of peerURLs, unless it is the only one: a cluster cannot
+// remove its last member, and a single control plane that resets takes its etcd with it anyway. It
+// returns whether a member was removed.
+func (c *Client) Leave(ctx context.Context, peerURLs ...string) (bool, error) {
 	removed := false
 	err := c.with(ctx, func(ctx context.Context, hc *http.Client) error {
 		var list memberListResponse
@@ -135,7 +135,7 @@ func (c *Client) Leave(ctx context.Context, peerURL string) (bool, error) {
 			return nil
 		}
 		for _, m := range list.Members {
-			if slices.Contains(m.PeerURLs, peerURL) {
+			if slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(peerURLs, u) }) {
 				if err := c.call(ctx, hc, "/v3/cluster/member/remove", memberIDRequest{ID: m.ID}, nil); err != nil {
 					return fmt.Errorf("remove member %s (%x): %w", m.Name, m.ID, err)
 				}

@@ -5,6 +5,7 @@ package etcdops
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -156,5 +157,36 @@ func TestRemoveMember(t *testing.T) {
 	}
 	if m, err := c1.Members(ctx); err != nil || len(m) != 1 || m[0].Name != "n1" || !m[0].IsLeader {
 		t.Errorf("members after the removal = %+v, %v; want n1 alone, leading", m, err)
+	}
+}
+
+// The members' recorded addresses: a started member's by its name, a learner that has not started by its
+// peer URL's host, and none for a node that is no longer a member.
+func TestNames(t *testing.T) {
+	bin := etcdBinary(t)
+	p := newTestPKI(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, c, _ := startEtcd(t, bin, p, filepath.Join(t.TempDir(), "etcd1"), "n1", "")
+	for name, addr := range map[string]string{"n1": "10.0.0.1", "n3": "10.0.0.3", "gone": "10.0.0.9"} {
+		if err := c.PutName(ctx, name, addr); err != nil {
+			t.Fatalf("PutName(%s) = %v", name, err)
+		}
+	}
+	if _, _, err := c.AddLearner(ctx, "n3", "https://n3:2380"); err != nil {
+		t.Fatalf("AddLearner(n3) = %v", err)
+	}
+	if err := c.PutName(ctx, "n1", "10.0.0.2"); err != nil { // moved
+		t.Fatalf("PutName(n1) again = %v", err)
+	}
+	got, err := c.Names(ctx)
+	if err != nil {
+		t.Fatalf("Names = %v", err)
+	}
+	if want := map[string]string{"n1": "10.0.0.2", "n3": "10.0.0.3"}; !maps.Equal(got, want) {
+		t.Errorf("Names = %v, want %v", got, want)
+	}
+	if err := c.PutName(ctx, "a/b", "10.0.0.4"); err == nil {
+		t.Errorf("PutName(a/b) = nil, want an error: not a node name")
 	}
 }
