@@ -45,6 +45,28 @@ func (r *Renderer) kubeconfigMount(file string) hostMount {
 		mountPath: containerKubernetesDir + "/" + file, readOnly: true, typ: hostPathType(corev1.HostPathFile)}
 }
 
+// etcdServers: the node's own member on loopback and, with discovery names, every member by EtcdName.
+// etcd's client spreads requests over both; the name resolves to this node's address first, so they
+// stay on this node while its member answers, and go to another member when it does not.
+func (r *Renderer) etcdServers() string {
+	servers := etcdURL(r.loopback(), EtcdClientPort)
+	if r.node.DiscoveryNames {
+		servers += "," + etcdURL(r.EtcdName(), EtcdClientPort)
+	}
+	return servers
+}
+
+// etcHostsMount gives a component the node's /etc/hosts itself, read-only, when the node keeps discovery
+// names there: the kubelet's copy for host-network pods is made once, when the pod starts, and would
+// keep a moved member's old address.
+func (r *Renderer) etcHostsMount() []hostMount {
+	if !r.node.DiscoveryNames {
+		return nil
+	}
+	return []hostMount{{name: "etc-hosts", hostPath: r.paths.Join("etc", "hosts"), mountPath: "/etc/hosts", readOnly: true,
+		typ: hostPathType(corev1.HostPathFile)}}
+}
+
 // APIServerPod is kube-apiserver's static pod.
 func (r *Renderer) APIServerPod() *corev1.Pod {
 	cl := r.cfg.Cluster
@@ -59,7 +81,7 @@ func (r *Renderer) APIServerPod() *corev1.Pod {
 		{"etcd-cafile", inPKI(EtcdCACert)},
 		{"etcd-certfile", inPKI(APIServerEtcdCert)},
 		{"etcd-keyfile", inPKI(APIServerEtcdKey)},
-		{"etcd-servers", etcdURL(r.loopback(), EtcdClientPort)},
+		{"etcd-servers", r.etcdServers()},
 		{"kubelet-client-certificate", inPKI(APIServerKubeletCert)},
 		{"kubelet-client-key", inPKI(APIServerKubeletKey)},
 		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
@@ -83,7 +105,7 @@ func (r *Renderer) APIServerPod() *corev1.Pod {
 		// kube-apiserver refuses both; a structured authorization config replaces the mode.
 		flags = without(flags, "authorization-mode")
 	}
-	vols, vms := volumes([]hostMount{r.pkiMount()})
+	vols, vms := volumes(append([]hostMount{r.pkiMount()}, r.etcHostsMount()...))
 	ready := probe{host: r.primary.String(), path: "/readyz", port: APIServerPort, scheme: corev1.URISchemeHTTPS}
 	// No liveness or startup probe (Talos runs its API server without one too): the kubelet would kill
 	// an API server for being slow, never for being dead (a process that exits is restarted anyway), and

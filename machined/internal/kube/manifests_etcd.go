@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,14 +31,37 @@ type EtcdOptions struct {
 	Existing []EtcdMember
 }
 
-// EtcdPeerURL is this node's etcd peer URL.
-func (r *Renderer) EtcdPeerURL() string { return EtcdPeerURL(r.primary.String()) }
+// EtcdPeerURL is the peer URL this node's member advertises: by the node's name when the node keeps
+// discovery names (every control plane resolves each member's name through /etc/hosts, kept current from
+// the cluster's membership, so a member whose address changes stays reachable at the same URL), else by
+// its primary address.
+func (r *Renderer) EtcdPeerURL() string { return EtcdPeerURL(r.etcdHost()) }
 
-// EtcdPeerURL is the etcd peer URL of a control plane at host (a joining one, for its learner entry).
+// EtcdPeerURLs are the peer URLs this node's member may have in the cluster's member list: EtcdPeerURL,
+// and the one by address that a member started by an earlier Cairn (or in sandbox mode) advertises.
+func (r *Renderer) EtcdPeerURLs() []string {
+	return slices.Compact([]string{r.EtcdPeerURL(), EtcdPeerURL(r.primary.String())})
+}
+
+// EtcdPeerURL is the etcd peer URL of a control plane at host, a name or an address (a joining one, for
+// its learner entry).
 func EtcdPeerURL(host string) string { return etcdURL(host, EtcdPeerPort) }
 
-// EtcdClientURL is this node's etcd client URL on its primary address.
-func (r *Renderer) EtcdClientURL() string { return etcdURL(r.primary.String(), EtcdClientPort) }
+// EtcdClientURL is the client URL this node's member advertises, by name like EtcdPeerURL.
+func (r *Renderer) EtcdClientURL() string { return etcdURL(r.etcdHost(), EtcdClientPort) }
+
+// etcdHost is the host of the URLs this node's member advertises.
+func (r *Renderer) etcdHost() string {
+	if r.node.DiscoveryNames {
+		return r.node.Name
+	}
+	return r.primary.String()
+}
+
+// EtcdName is the name every control plane resolves to the cluster's etcd members, its own first: the
+// API servers' second etcd endpoint, so an API server whose own member is down or catching up is served by
+// another (protokube's etcd names, one for the whole cluster).
+func (r *Renderer) EtcdName() string { return "etcd.internal." + r.cfg.Cluster.Name }
 
 func etcdURL(host string, port int) string {
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
@@ -61,9 +85,10 @@ func (r *Renderer) EtcdPod(o EtcdOptions) *corev1.Pod {
 	flags := []arg{
 		{"name", name},
 		{"data-dir", containerEtcdDataDir},
-		{"listen-client-urls", etcdURL(lo, EtcdClientPort) + "," + r.EtcdClientURL()},
+		// etcd listens on addresses only; it advertises names (EtcdPeerURL).
+		{"listen-client-urls", etcdURL(lo, EtcdClientPort) + "," + etcdURL(r.primary.String(), EtcdClientPort)},
 		{"advertise-client-urls", r.EtcdClientURL()},
-		{"listen-peer-urls", r.EtcdPeerURL()},
+		{"listen-peer-urls", EtcdPeerURL(r.primary.String())},
 		{"initial-advertise-peer-urls", r.EtcdPeerURL()},
 		{"initial-cluster", strings.Join(initial, ",")},
 		{"initial-cluster-state", state},
@@ -84,11 +109,11 @@ func (r *Renderer) EtcdPod(o EtcdOptions) *corev1.Pod {
 		flags = append(flags, arg{"quota-backend-bytes", fmt.Sprint(q)})
 	}
 
-	vols, vms := volumes([]hostMount{
+	vols, vms := volumes(append([]hostMount{
 		{name: "etcd-data", hostPath: r.layout.EtcdData(), mountPath: containerEtcdDataDir},
 		{name: "etcd-certs", hostPath: r.layout.PKIFile("etcd"), mountPath: containerPKIDir + "/etcd",
 			readOnly: true, typ: hostPathType(corev1.HostPathDirectory)},
-	})
+	}, r.etcHostsMount()...))
 	health := probe{host: lo, port: EtcdMetricsPort, scheme: corev1.URISchemeHTTP}
 	// serializable: a liveness check must not depend on quorum, or one lost peer restarts them all.
 	live := health

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/machined/internal/paths"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -182,6 +184,58 @@ func TestEtcdPeerURL(t *testing.T) {
 	for host, want := range map[string]string{"10.5.0.3": "https://10.5.0.3:2380", "fd00::3": "https://[fd00::3]:2380"} {
 		if got := EtcdPeerURL(host); got != want {
 			t.Errorf("EtcdPeerURL(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
+
+// With discovery names (a real node) etcd advertises its URLs by the node's name, so a member whose
+// address changes stays reachable at the URL its peers know, and listens on addresses (etcd takes no name
+// there); the API server reaches etcd on loopback and by the cluster's etcd name. Both read the node's
+// /etc/hosts itself, which machined keeps current. Without (sandbox mode) everything is by address.
+func TestEtcdByName(t *testing.T) {
+	for _, names := range []bool{false, true} {
+		node := testNode
+		node.DiscoveryNames = names
+		r, err := New(testConfig(t), node, paths.Paths{Root: "/"}, DefaultImages())
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := "192.168.50.10"
+		servers := "--etcd-servers=https://127.0.0.1:2379"
+		if names {
+			host = "cp-1"
+			servers += ",https://etcd.internal.demo:2379"
+		}
+		etcd, api := r.EtcdPod(EtcdOptions{}), r.APIServerPod()
+		cmd := strings.Join(etcd.Spec.Containers[0].Command, " ")
+		for _, w := range []string{
+			"--advertise-client-urls=https://" + host + ":2379 ",
+			"--initial-advertise-peer-urls=https://" + host + ":2380 ",
+			"--initial-cluster=cp-1=https://" + host + ":2380 ",
+			"--listen-peer-urls=https://192.168.50.10:2380 ",
+			"--listen-client-urls=https://127.0.0.1:2379,https://192.168.50.10:2379 ",
+		} {
+			if !strings.Contains(cmd+" ", w) {
+				t.Errorf("names %v: EtcdPod command = %q, want %q", names, cmd, w)
+			}
+		}
+		if got := r.EtcdPeerURL(); got != "https://"+host+":2380" {
+			t.Errorf("names %v: EtcdPeerURL() = %q, want by %s", names, got, host)
+		}
+		if apiCmd := strings.Join(api.Spec.Containers[0].Command, " ") + " "; !strings.Contains(apiCmd, servers+" ") {
+			t.Errorf("names %v: APIServerPod command = %q, want %q", names, apiCmd, servers)
+		}
+		for _, p := range []*corev1.Pod{etcd, api} {
+			mounted := false
+			for i, m := range p.Spec.Containers[0].VolumeMounts {
+				if m.MountPath == "/etc/hosts" {
+					v := p.Spec.Volumes[i].HostPath
+					mounted = m.ReadOnly && v != nil && v.Path == "/etc/hosts" && v.Type != nil && *v.Type == corev1.HostPathFile
+				}
+			}
+			if mounted != names {
+				t.Errorf("names %v: %s mounts the node's /etc/hosts read-only = %v, want %v", names, p.Name, mounted, names)
+			}
 		}
 	}
 }

@@ -182,7 +182,8 @@ func (r *Renderer) apiServerIPs() []net.IP {
 	return toNetIPs(ips)
 }
 
-// etcdSANs: the node's name and addresses and both loopbacks, for the server and peer certificates.
+// etcdSANs: the node's name and addresses, the cluster's EtcdName and both loopbacks, for the server and
+// peer certificates.
 func (r *Renderer) etcdSANs() ([]string, []net.IP) {
 	ips := r.nodeIPs()
 	for _, lo := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()} {
@@ -190,7 +191,7 @@ func (r *Renderer) etcdSANs() ([]string, []net.IP) {
 			ips = append(ips, lo)
 		}
 	}
-	return []string{r.node.Name, "localhost"}, toNetIPs(ips)
+	return []string{r.node.Name, r.EtcdName(), "localhost"}, toNetIPs(ips)
 }
 
 func toNetIPs(addrs []netip.Addr) []net.IP {

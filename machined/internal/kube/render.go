@@ -36,9 +36,11 @@ type Node struct {
 	// IPs are the node's addresses. The first is the primary one (kube-apiserver's advertise address,
 	// etcd's peer address, the kubelet's --node-ip) unless machine.kubelet.nodeIP names another.
 	IPs []netip.Addr
-	// DiscoveryNames: machined keeps api.internal.<cluster> in this node's /etc/hosts (and every other
-	// node's), so workers' kubelets and the host-network add-ons reach the API by that name. False in
-	// sandbox mode, where /etc/hosts is the host's: they use the cluster endpoint.
+	// DiscoveryNames: machined keeps api.internal.<cluster>, each control plane's node name and (on
+	// control planes) etcd.internal.<cluster> in this node's /etc/hosts (and every other node's), so
+	// workers' kubelets and the host-network add-ons reach the API by name, etcd members reach each other
+	// by node name and the API servers reach etcd by name. False in sandbox mode, where /etc/hosts is the
+	// host's: they use the cluster endpoint and addresses.
 	DiscoveryNames bool
 }
 
