@@ -31,7 +31,17 @@ func (w *Workload) AddLearner(ctx context.Context, name, address string) (uint64
 	if w.Renderer() == nil || !w.controlPlane() {
 		return 0, nil, ErrNotRunning
 	}
+	// The learner is reached by its name when the cluster keeps discovery names: every member must
+	// resolve it before it has a Node, so its address is recorded in etcd first (every control plane
+	// reads the records into its /etc/hosts, this one at once).
 	peerURL := kube.EtcdPeerURL(address)
+	if w.Hosts != nil {
+		peerURL = kube.EtcdPeerURL(name)
+		if err := w.etcdOps().PutName(ctx, name, address); err != nil {
+			return 0, nil, err
+		}
+		w.refreshNames(ctx)
+	}
 	id, peers, err := w.etcdOps().AddLearner(ctx, name, peerURL)
 	if err != nil {
 		return 0, nil, err
@@ -102,14 +112,15 @@ func (w *Workload) promoteEtcd(ctx context.Context) error {
 // the other members, which still answer once this one is out (so a retry after a lost reply finds it
 // gone), and retries while etcd refuses, as it does for a few seconds after a member (re)connects.
 func (w *Workload) leaveEtcd(ctx context.Context) error {
-	peer := w.Renderer().EtcdPeerURL()
+	// This member's peer URL is by name, or by address when an earlier Cairn started it.
+	self := w.Renderer().EtcdPeerURLs()
 	members, err := w.etcdOps().Members(ctx)
 	if err != nil {
 		return err
 	}
 	var others []string
 	for _, m := range members {
-		if !slices.Contains(m.PeerURLs, peer) {
+		if !slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(self, u) }) {
 			others = append(others, m.ClientURLs...)
 		}
 	}
@@ -118,9 +129,9 @@ func (w *Workload) leaveEtcd(ctx context.Context) error {
 	}
 	c := w.etcdOps(others...)
 	return kubeapi.Poll(ctx, 2*time.Second, func(ctx context.Context) error {
-		removed, err := c.Leave(ctx, peer)
+		removed, err := c.Leave(ctx, self...)
 		if err == nil && removed {
-			w.Log.Info("left the etcd cluster", "peer", peer)
+			w.Log.Info("left the etcd cluster", "peer", self[0])
 		}
 		return err
 	})

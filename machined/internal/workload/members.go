@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -44,14 +45,73 @@ func (w *Workload) controlPlane() bool {
 	return c != nil && c.Machine.Type == config.TypeControlPlane
 }
 
-// Members lists the cluster's control-plane nodes and their addresses, from the Node objects; before the
-// API answers, just this node when it is one.
+// Members lists the cluster's control-plane nodes and their addresses, from the Node objects and, on a
+// control plane, the addresses its etcd members recorded (etcdNames); before either answers, just this
+// node when it is one.
 func (w *Workload) Members(ctx context.Context) []*machine.Member {
 	out, err := w.apiMembers(ctx)
-	if (err != nil || len(out) == 0) && w.controlPlane() {
+	if err != nil {
+		out = nil
+	}
+	out = withEtcdNames(out, w.etcdNames(ctx))
+	if len(out) == 0 && w.controlPlane() {
 		out = []*machine.Member{w.self()}
 	}
 	return out
+}
+
+// etcdNames are the addresses the cluster's etcd members recorded (etcdops.Names), on a control plane
+// whose member answers; nil elsewhere.
+func (w *Workload) etcdNames(ctx context.Context) map[string]string {
+	if !w.controlPlane() || w.Renderer() == nil {
+		return nil
+	}
+	names, err := w.etcdOps().Names(ctx)
+	if err != nil {
+		return nil
+	}
+	return names
+}
+
+// withEtcdNames adds the members etcd knows by name to members, and takes etcd's address for those both
+// know: a member records its address as soon as its etcd is healthy, before its kubelet reports it in
+// the Node, and a joining control plane is in etcd before it has a Node at all.
+func withEtcdNames(members []*machine.Member, names map[string]string) []*machine.Member {
+	var recorded []*machine.Member
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		recorded = append(recorded, &machine.Member{Name: name, Address: names[name], ControlPlane: true})
+	}
+	return withMembers(members, recorded)
+}
+
+// withMembers is members with newer's in place of those of the same name and the others added, sorted by
+// name.
+func withMembers(members, newer []*machine.Member) []*machine.Member {
+	out := slices.Clone(members)
+	for _, m := range newer {
+		if i := slices.IndexFunc(out, func(x *machine.Member) bool { return x.Name == m.Name }); i >= 0 {
+			out[i] = m
+		} else {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// recordEtcdName records this control plane's address under its name in etcd (etcdops.Names) once its
+// member is healthy, at every boot: the other control planes reach its member by name, and a node whose
+// address changed is found at its new one.
+func (w *Workload) recordEtcdName(ctx context.Context) error {
+	if w.Hosts == nil {
+		return nil // sandbox mode: members are reached by address
+	}
+	self := w.self()
+	if err := w.etcdOps().PutName(ctx, self.Name, self.Address); err != nil {
+		return err
+	}
+	w.refreshNames(ctx)
+	return nil
 }
 
 // apiMembers lists the control-plane Nodes and their InternalIPs, sorted by name.
@@ -86,8 +146,8 @@ func (w *Workload) self() *machine.Member {
 // control-plane member current from the cluster's membership: protokube's DNS job, with no DNS provider.
 // This task publishes them at boot, before the kubelet starts (a worker's kubelet and every node's
 // kube-proxy and flannel reach the API by the name); WhileRunning refreshes them from the API.
-// Before the API answers, the members are the join ticket's (a joined node: the control planes that
-// were there when it joined) and this node when it is a control plane.
+// Before the API or etcd answers, the members are the join ticket's (a joined node: the control planes
+// that were there when it joined) and this node when it is a control plane.
 func (w *Workload) discoveryNames(ctx context.Context) error {
 	if w.Hosts == nil {
 		return nil
@@ -95,11 +155,16 @@ func (w *Workload) discoveryNames(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	members, err := w.apiMembers(ctx)
-	if err != nil || len(members) == 0 {
+	if err != nil {
 		members = nil
+	}
+	members = withEtcdNames(members, w.etcdNames(ctx))
+	if len(members) == 0 {
 		if t, err := w.ticket(); err == nil {
 			members = append(members, t.Members...)
 		}
+		// What this node knew at its last boot is newer than its ticket.
+		members = withMembers(members, w.savedMembers())
 		if w.controlPlane() {
 			self := w.self()
 			members = slices.DeleteFunc(members, func(m *machine.Member) bool { return m.Name == self.Name })
@@ -119,13 +184,22 @@ func (w *Workload) publishNames(members []*machine.Member) {
 	if c == nil {
 		return
 	}
-	names := Names(c.Cluster.Name, c.Cluster.VIP, members)
+	self := ""
+	if w.controlPlane() && w.Renderer() != nil {
+		// This node knows its own address best: the API's and etcd's records of it may be from before
+		// it changed.
+		me := w.self()
+		self = me.Name
+		members = append(slices.DeleteFunc(slices.Clone(members), func(m *machine.Member) bool { return m.Name == self }), me)
+	}
+	names := Names(c.Cluster.Name, c.Cluster.VIP, self, members)
 	w.mu.Lock()
 	changed := !maps.EqualFunc(w.names, names, slices.Equal)
 	w.names = names
 	w.mu.Unlock()
 	w.Hosts(names)
 	if changed {
+		w.saveMembers(members)
 		w.Log.Info("discovery names", "names", describeNames(names))
 		if w.NamesEvent != nil {
 			w.NamesEvent(describeNames(names))
@@ -134,9 +208,21 @@ func (w *Workload) publishNames(members []*machine.Member) {
 }
 
 // Names are the discovery names for a cluster's control-plane members and its virtual IP (empty: none).
-func Names(cluster, vip string, members []*machine.Member) map[string][]netip.Addr {
+// On a control plane (self: its node name) etcd.internal.<cluster> names every member too, its own
+// address first: its API server's etcd endpoint (kube.Renderer.EtcdName).
+func Names(cluster, vip, self string, members []*machine.Member) map[string][]netip.Addr {
 	api := "api.internal." + cluster
 	names := map[string][]netip.Addr{}
+	if self != "" {
+		etcd := "etcd.internal." + cluster
+		for _, m := range slices.SortedStableFunc(slices.Values(members), func(a, b *machine.Member) int {
+			return cmp.Compare(b2i(a.Name != self), b2i(b.Name != self))
+		}) {
+			if a, err := netip.ParseAddr(m.Address); err == nil && m.Name != "" && !slices.Contains(names[etcd], a) {
+				names[etcd] = append(names[etcd], a)
+			}
+		}
+	}
 	for _, m := range members {
 		a, err := netip.ParseAddr(m.Address)
 		if err != nil || m.Name == "" {
@@ -153,6 +239,13 @@ func Names(cluster, vip string, members []*machine.Member) map[string][]netip.Ad
 		names[api] = []netip.Addr{v.Unmap()}
 	}
 	return names
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // describeNames is the names as one line, sorted: "api.internal.demo=10.5.0.2,10.5.0.3 cp-1=10.5.0.2".

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/machined/internal/paths"
 )
 
 func TestNames(t *testing.T) {
@@ -22,19 +23,23 @@ func TestNames(t *testing.T) {
 	}
 	cps := []*machine.Member{{Name: "cp-1", Address: "10.5.0.2"}, {Name: "cp-2", Address: "10.5.0.3"}, {Name: "bad", Address: "nope"}}
 	tests := []struct {
-		name    string
-		vip     string
-		members []*machine.Member
-		want    map[string][]netip.Addr
+		name      string
+		vip, self string
+		members   []*machine.Member
+		want      map[string][]netip.Addr
 	}{
-		{"every control plane behind the name", "", cps,
+		{"every control plane behind the name", "", "", cps,
 			map[string][]netip.Addr{"api.internal.demo": a("10.5.0.2", "10.5.0.3"), "cp-1": a("10.5.0.2"), "cp-2": a("10.5.0.3")}},
-		{"the virtual IP behind the name", "10.5.0.250", cps,
+		{"the virtual IP behind the name", "10.5.0.250", "", cps,
 			map[string][]netip.Addr{"api.internal.demo": a("10.5.0.250"), "cp-1": a("10.5.0.2"), "cp-2": a("10.5.0.3")}},
-		{"no members yet", "", nil, map[string][]netip.Addr{}},
+		// A control plane's API server reaches etcd by etcd.internal: its own member first.
+		{"etcd's name on a control plane", "10.5.0.250", "cp-2", cps,
+			map[string][]netip.Addr{"api.internal.demo": a("10.5.0.250"), "etcd.internal.demo": a("10.5.0.3", "10.5.0.2"),
+				"cp-1": a("10.5.0.2"), "cp-2": a("10.5.0.3")}},
+		{"no members yet", "", "", nil, map[string][]netip.Addr{}},
 	}
 	for _, tc := range tests {
-		if diff := cmp.Diff(tc.want, Names("demo", tc.vip, tc.members), cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+		if diff := cmp.Diff(tc.want, Names("demo", tc.vip, tc.self, tc.members), cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
 			t.Errorf("%s: Names (-want +got):\n%s", tc.name, diff)
 		}
 	}
@@ -82,5 +87,59 @@ func TestDiscoveryNamesFromTicket(t *testing.T) {
 	}
 	if got, want := describeNames(written), "api.internal.demo=10.5.0.2 cp-1=10.5.0.2"; got != want {
 		t.Errorf("names = %q, want %q", got, want)
+	}
+}
+
+// A control plane's member list: the Nodes', with the addresses etcd's members recorded taking precedence
+// (recorded at each boot, before the kubelet reports a new address) and the members that have no Node yet
+// (a joining control plane) added.
+func TestWithEtcdNames(t *testing.T) {
+	nodes := []*machine.Member{{Name: "cp-1", Address: "10.5.0.2", ControlPlane: true}, {Name: "cp-3", Address: "10.5.0.4", ControlPlane: true}}
+	got := withEtcdNames(nodes, map[string]string{"cp-1": "10.5.0.9", "cp-2": "10.5.0.3"})
+	want := []*machine.Member{{Name: "cp-1", Address: "10.5.0.9", ControlPlane: true}, {Name: "cp-2", Address: "10.5.0.3", ControlPlane: true},
+		{Name: "cp-3", Address: "10.5.0.4", ControlPlane: true}}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(x, y *machine.Member) bool {
+		return x.Name == y.Name && x.Address == y.Address && x.ControlPlane == y.ControlPlane
+	})); diff != "" {
+		t.Errorf("withEtcdNames (-want +got):\n%s", diff)
+	}
+	if nodes[0].Address != "10.5.0.2" {
+		t.Errorf("withEtcdNames changed its argument: %v", nodes[0])
+	}
+}
+
+// The first control plane has no join ticket: after a reboot, before its API server or its etcd answers,
+// the names of the other control planes (which its etcd member needs to reach them) come from what it
+// recorded while Running, with its own at its current address.
+func TestDiscoveryNamesAfterReboot(t *testing.T) {
+	gen, err := config.Generate(config.GenOptions{ClusterName: "demo", Endpoint: "https://10.5.0.2:6443"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	boot := func(addr string) (*Workload, *map[string][]netip.Addr) {
+		written := new(map[string][]netip.Addr)
+		w := &Workload{
+			Paths:    paths.Paths{Root: root},
+			Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Hosts:    func(n map[string][]netip.Addr) { *written = n },
+			StateDir: func() string { return root },
+			Identity: func() (string, []netip.Addr) { return "cp-1", []netip.Addr{netip.MustParseAddr(addr)} },
+		}
+		if err := w.render(gen.ControlPlane); err != nil {
+			t.Fatal(err)
+		}
+		return w, written
+	}
+	w, _ := boot("10.5.0.2")
+	w.publishNames([]*machine.Member{{Name: "cp-1", Address: "10.5.0.2"}, {Name: "cp-2", Address: "10.5.0.3"}, {Name: "cp-3", Address: "10.5.0.4"}})
+
+	w, written := boot("10.5.0.9") // back at another address
+	if err := w.discoveryNames(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := "api.internal.demo=10.5.0.3,10.5.0.4,10.5.0.9 cp-1=10.5.0.9 cp-2=10.5.0.3 cp-3=10.5.0.4 etcd.internal.demo=10.5.0.9,10.5.0.3,10.5.0.4"
+	if got := describeNames(*written); got != want {
+		t.Errorf("names after the reboot = %q, want %q", got, want)
 	}
 }

@@ -135,6 +135,9 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	// Before the kubelet, which (on a worker) and whose host-network add-ons reach the API by the
 	// discovery name; WhileRunning keeps the names current from then on.
 	names := t("discovery-names", w.discoveryNames)
+	// A control plane's etcd member is reached by its node name: its address is recorded once its
+	// member is healthy, at every boot (members.go).
+	etcdName := t("etcd-name", w.recordEtcdName)
 	// Last: the join service (control planes) and the Node's labels and taints.
 	serve := t("join-service", func(context.Context) error { return w.StartJoinService() })
 	labels := t("node-labels", w.publishNodeSpec)
@@ -152,6 +155,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			t("kubelet", w.startKubelet),
 			wait("etcd-promote", w.promoteEtcd),
 			wait("etcd-healthy", w.waitEtcd),
+			etcdName,
 			t("control-plane-manifests", w.writeControlPlane),
 			wait("apiserver-ready", w.waitAPIServer),
 			t("vip", w.startVIP),
@@ -166,6 +170,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 			names,
 			t("kubelet", w.startKubelet),
 			wait("etcd-healthy", w.waitEtcd),
+			etcdName,
 			wait("apiserver-ready", w.waitAPIServer),
 			t("vip", w.startVIP),
 			t("controller-manifests", w.writeControllers),

@@ -28,7 +28,7 @@ func TestHookOrder(t *testing.T) {
 				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"},
 				{"control-plane-manifests", "kubelet"}, {"apiserver-ready", "controller-manifests"},
 				{"controller-manifests", "pod-network"}, {"discovery-names", "kubelet"},
-				{"etcd-healthy", "vip"}, {"apiserver-ready", "vip"}, {"vip", "addons"}},
+				{"etcd-healthy", "vip"}, {"apiserver-ready", "vip"}, {"vip", "addons"}, {"etcd-healthy", "etcd-name"}},
 			[]string{"etcd-promote", "worker-files"}},
 		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
 		// server, which talks to the local member alone, waits until that member votes.
@@ -36,20 +36,20 @@ func TestHookOrder(t *testing.T) {
 			[]rule{{"etcd-manifest", "kubelet"}, {"kubelet", "etcd-promote"}, {"etcd-promote", "etcd-healthy"},
 				{"etcd-healthy", "control-plane-manifests"}, {"node-ready", "join-service"},
 				{"apiserver-ready", "controller-manifests"}, {"controller-manifests", "pod-network"},
-				{"discovery-names", "kubelet"}, {"apiserver-ready", "vip"}},
+				{"discovery-names", "kubelet"}, {"apiserver-ready", "vip"}, {"etcd-healthy", "etcd-name"}},
 			[]string{"etcd-restore", "bootstrap-objects", "worker-files"}},
 		// Certificates are renewed on every boot, before the static pods start with them.
 		{"control plane booting after a join", config.TypeControlPlane, fsm.SeqStart,
 			// A restarting control plane stands for the VIP only once its API server answers: it must not
 			// take the address from a holder that serves the API (make e2e-ha saw that).
 			[]rule{{"etcd-manifest", "kubelet"}, {"certificates", "control-plane-manifests"}, {"certificates", "kubelet"},
-				{"apiserver-ready", "vip"}},
+				{"apiserver-ready", "vip"}, {"etcd-healthy", "etcd-name"}},
 			[]string{"etcd-promote"}},
 		{"worker", config.TypeWorker, fsm.SeqJoin,
 			// The kubelet bootstraps through api.internal.<cluster>: the name must be there first.
 			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}, {"discovery-names", "kubelet"}},
 			[]string{"kubernetes-pki", "certificates", "etcd-manifest", "etcd-promote", "control-plane-manifests",
-				"controller-manifests", "join-service"}},
+				"controller-manifests", "join-service", "etcd-name"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
