@@ -209,9 +209,12 @@ func (x *TicketRequest) GetAttestation() *Attestation {
 }
 
 type ChallengeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	EkPublic      []byte                 `protobuf:"bytes,1,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"` // TPMT_PUBLIC of the endorsement key, as the TPM marshals it
-	AkPublic      []byte                 `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"` // TPMT_PUBLIC of the attestation key
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	EkPublic []byte                 `protobuf:"bytes,1,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"` // TPMT_PUBLIC of the endorsement key, as the TPM marshals it
+	AkPublic []byte                 `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"` // TPMT_PUBLIC of the attestation key
+	// The EK's certificate (DER) as the TPM's maker wrote it into the TPM; empty when the TPM holds none.
+	// A cluster whose policy names the makers it trusts (cluster.joinAttestation.ekRoots) requires it.
+	EkCertificate []byte `protobuf:"bytes,3,opt,name=ek_certificate,json=ekCertificate,proto3" json:"ek_certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,6 +259,13 @@ func (x *ChallengeRequest) GetEkPublic() []byte {
 func (x *ChallengeRequest) GetAkPublic() []byte {
 	if x != nil {
 		return x.AkPublic
+	}
+	return nil
+}
+
+func (x *ChallengeRequest) GetEkCertificate() []byte {
+	if x != nil {
+		return x.EkCertificate
 	}
 	return nil
 }
@@ -777,10 +787,11 @@ const file_join_proto_rawDesc = "" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\taddresses\x18\x03 \x03(\tR\taddresses\x12,\n" +
 	"\x12machine_public_key\x18\x04 \x01(\fR\x10machinePublicKey\x12E\n" +
-	"\vattestation\x18\x05 \x01(\v2#.cairn.machine.v1alpha1.AttestationR\vattestation\"L\n" +
+	"\vattestation\x18\x05 \x01(\v2#.cairn.machine.v1alpha1.AttestationR\vattestation\"s\n" +
 	"\x10ChallengeRequest\x12\x1b\n" +
 	"\tek_public\x18\x01 \x01(\fR\bekPublic\x12\x1b\n" +
-	"\tak_public\x18\x02 \x01(\fR\bakPublic\"\xa1\x01\n" +
+	"\tak_public\x18\x02 \x01(\fR\bakPublic\x12%\n" +
+	"\x0eek_certificate\x18\x03 \x01(\fR\rekCertificate\"\xa1\x01\n" +
 	"\x11ChallengeResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12'\n" +

@@ -56,6 +56,12 @@ func quotedPCRs(a config.JoinAttestation) []int {
 // Challenge makes a challenge for the node's EK and AK and keeps it for the attestation that answers it.
 func (v *Verifier) Challenge(req *machine.ChallengeRequest, policy config.JoinAttestation) (*machine.ChallengeResponse, error) {
 	id := tpm.Identity{EK: req.EkPublic, AK: req.AkPublic}
+	if roots := policy.EKRootPool(); roots != nil {
+		// Before anything is kept: a TPM of a maker the cluster does not trust gets no challenge.
+		if err := tpm.VerifyEKCertificate(req.EkCertificate, req.EkPublic, roots); err != nil {
+			return nil, &DeniedError{Reason: "attestation: " + err.Error() + " (cluster.joinAttestation.ekRoots)"}
+		}
+	}
 	ch, cred, err := tpm.NewChallenge(id, v.random())
 	if err != nil {
 		return nil, &DeniedError{Reason: "attestation: " + err.Error(), invalid: true}

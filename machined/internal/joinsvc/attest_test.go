@@ -6,6 +6,7 @@ package joinsvc
 
 import (
 	"context"
+	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport/simulator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -130,4 +132,101 @@ func TestAttestedJoin(t *testing.T) {
 	stolen := answer()
 	stolen.Pcrs[tpm.PCR] = make([]byte, 32)
 	refused("PCR values other than the quoted ones", send(stolen), "not the ones quoted")
+}
+
+// withCert is a TPM whose maker wrote cert (DER) for its EK.
+type withCert struct {
+	*tpm.AttestationKey
+	cert []byte
+}
+
+func (w withCert) Identity() tpm.Identity {
+	id := w.AttestationKey.Identity()
+	id.EKCert = w.cert
+	return id
+}
+
+// A cluster that names the TPM makers it trusts (cluster.joinAttestation.ekRoots) admits a node whose
+// TPM's EK certificate is from one of them, and refuses one from another maker, one for another key and
+// a TPM without a certificate, each saying why, with no token spent.
+func TestAttestedJoinEKCertificate(t *testing.T) {
+	sim, err := simulator.OpenSimulator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := tpm.New(sim)
+	t.Cleanup(func() { tp.Close() })
+	c, tokens, addr, pin := serveJoin(t)
+	ctx := context.Background()
+	key, _ := pki.NewKey()
+	pub, _ := pki.EncodePublicKey(key.Public())
+	request := func() *machine.TicketRequest {
+		tok, _, err := tokens.Create(ctx, RoleWorker, time.Minute, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &machine.TicketRequest{Token: tok, NodeName: "w1", Addresses: []string{"10.5.0.3"}, MachinePublicKey: pub}
+	}
+	maker, err := pki.NewCA("TPM maker", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.NewCA("another TPM maker", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// certFor signs a certificate for the TPM's EK (or, with forKey, another key) by ca.
+	certFor := func(ca pki.PEM, forKey crypto.PublicKey) []byte {
+		kp, err := ca.ParseCA()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if forKey == nil {
+			k, err := tp.AttestationKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ek, err := tpm2.Unmarshal[tpm2.TPMTPublic](k.Identity().EK)
+			if err == nil {
+				forKey, err = tpm2.Pub(*ek)
+			}
+			k.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		der, err := kp.SignPublic(pki.Request{CommonName: "tpm", Client: true}, forKey, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der
+	}
+	node := func(cert []byte) *Client {
+		return &Client{CAHash: pin, Attest: func() (Attester, error) {
+			k, err := tp.AttestationKey()
+			return withCert{k, cert}, err
+		}}
+	}
+	c.ControlPlane.Cluster.JoinAttestation = config.JoinAttestation{Required: true, EKRoots: []string{string(maker.Cert)}}
+	if _, err := node(certFor(maker, nil)).RequestTicket(ctx, addr, request()); err != nil {
+		t.Fatalf("a TPM of a trusted maker: %v", err)
+	}
+	someKey, _ := pki.NewKey()
+	for name, tc := range map[string]struct {
+		cert   []byte
+		reason string
+	}{
+		"another maker's TPM":          {certFor(other, nil), "not from a trusted TPM maker"},
+		"a certificate of another key": {certFor(maker, someKey.Public()), "for another key"},
+		"a TPM without a certificate":  {nil, "holds no EK certificate"},
+	} {
+		req := request()
+		_, err := node(tc.cert).RequestTicket(ctx, addr, req)
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("%s: %v; want PermissionDenied saying %q", name, err, tc.reason)
+		}
+		if _, err := tokens.Use(ctx, req.Token); err != nil {
+			t.Errorf("%s: the refused node's token was spent: %v", name, err)
+		}
+	}
 }

@@ -87,7 +87,7 @@ func (c *Client) attest(ctx context.Context, js machine.JoinServiceClient) (*mac
 	}
 	defer k.Close()
 	id := k.Identity()
-	ch, err := js.Challenge(ctx, &machine.ChallengeRequest{EkPublic: id.EK, AkPublic: id.AK})
+	ch, err := js.Challenge(ctx, &machine.ChallengeRequest{EkPublic: id.EK, AkPublic: id.AK, EkCertificate: id.EKCert})
 	if status.Code(err) == codes.Unimplemented {
 		return nil, nil
 	}

@@ -32,10 +32,7 @@ type Service struct {
 
 // RequestTicket implements the join service.
 func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest) (*machine.JoinTicket, error) {
-	from := ""
-	if p, ok := peer.FromContext(ctx); ok {
-		from = p.Addr.String()
-	}
+	from := peerAddr(ctx)
 	attested, err := s.attestation(req)
 	var t *machine.JoinTicket
 	if err == nil {
@@ -62,6 +59,14 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 	return nil, err
 }
 
+// peerAddr is the address a call came from, for events.
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok {
+		return p.Addr.String()
+	}
+	return ""
+}
+
 // attestation checks the request's TPM attestation by the cluster's policy, before its token is spent;
 // what it found goes into the ticket's event.
 func (s *Service) attestation(req *machine.TicketRequest) (string, error) {
@@ -79,8 +84,9 @@ func (s *Service) attestation(req *machine.TicketRequest) (string, error) {
 	return "; " + note, nil
 }
 
-// Challenge implements the join service: the first half of a TPM attestation.
-func (s *Service) Challenge(_ context.Context, req *machine.ChallengeRequest) (*machine.ChallengeResponse, error) {
+// Challenge implements the join service: the first half of a TPM attestation. A TPM the cluster does not
+// trust (its maker's CA is not in cluster.joinAttestation.ekRoots) is refused here, as an event.
+func (s *Service) Challenge(ctx context.Context, req *machine.ChallengeRequest) (*machine.ChallengeResponse, error) {
 	cfg := s.Issuer.Config()
 	if s.Verifier == nil || cfg == nil {
 		return nil, status.Error(codes.Unimplemented, "this join service does not check attestations")
@@ -90,8 +96,13 @@ func (s *Service) Challenge(_ context.Context, req *machine.ChallengeRequest) (*
 	switch {
 	case err == nil:
 		return r, nil
-	case errors.As(err, &denied):
+	case errors.As(err, &denied) && denied.Invalid():
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, &denied):
+		err = status.Error(codes.PermissionDenied, err.Error())
+		s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: status.Convert(err).Message(),
+			Message: "TPM attestation refused to " + peerAddr(ctx)})
+		return nil, err
 	default:
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}

@@ -29,13 +29,16 @@ import (
 //     restricted key made in a TPM, so it signs only quotes the TPM made), the quote's signature and nonce
 //     (fresh, from this AK), and the quoted PCR values against the policy.
 //
-// Not done here: checking the EK's certificate against its manufacturer's CA. A cluster that needs to know
-// which TPMs may join pins their EKs instead.
+// The EK's certificate, when a cluster names the TPM makers it trusts, is checked against them
+// (ekcert.go).
 
 // Identity is the public half of a node's attestation: its EK's and its AK's public areas, as the TPM
 // marshals a TPMT_PUBLIC.
 type Identity struct {
 	EK, AK []byte
+	// EKCert is the EK's certificate (DER) from the TPM's NV memory; nil when the TPM holds none or it
+	// could not be read.
+	EKCert []byte
 }
 
 // Challenge is the verifier's answer to an Identity.
@@ -84,6 +87,7 @@ var akTemplate = tpm2.TPMTPublic{
 type AttestationKey struct {
 	t       *TPM
 	ek, ak  *tpm2.CreatePrimaryResponse
+	ekCert  []byte
 	ownsTPM bool
 }
 
@@ -99,7 +103,10 @@ func (t *TPM) AttestationKey() (*AttestationKey, error) {
 		_, _ = tpm2.FlushContext{FlushHandle: ek.ObjectHandle}.Execute(t.t)
 		return nil, fmt.Errorf("make an attestation key: %w", err)
 	}
-	return &AttestationKey{t: t, ek: ek, ak: ak}, nil
+	// A certificate that cannot be read is left out: only a cluster that trusts named TPM makers needs
+	// it, and it refuses the join saying the TPM has none.
+	cert, _ := t.EKCertificate()
+	return &AttestationKey{t: t, ek: ek, ak: ak, ekCert: cert}, nil
 }
 
 // Close unloads the keys, and closes the TPM when OpenAttestationKey opened it.
@@ -131,7 +138,7 @@ func OpenAttestationKey(path string) (*AttestationKey, error) {
 
 // Identity is the keys' public halves, for the verifier.
 func (k *AttestationKey) Identity() Identity {
-	return Identity{EK: k.ek.OutPublic.Bytes(), AK: k.ak.OutPublic.Bytes()}
+	return Identity{EK: k.ek.OutPublic.Bytes(), AK: k.ak.OutPublic.Bytes(), EKCert: k.ekCert}
 }
 
 // Respond recovers the challenge's credential (only this TPM can, and only for this AK) and quotes the
