@@ -102,7 +102,7 @@ e2e-platforms: image ## TestUserData from cairn.raw: a control plane that inits 
 	./hack/deps.sh qemu
 	CAIRN_E2E_PLATFORMS=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestUserData$$' ./hack/e2e/
 
-e2e-tpm: image ## TestAttestedJoin: a worker with its own swtpm joins by itself, and the control plane checks its TPM's quote before the ticket (CAIRN_E2E_TPM=1; not in make test)
+e2e-tpm: image ## TestAttestedJoin: workers with their own swtpm join by themselves and by cairnctl join (which relays the TPM's answer), and the control plane checks each quote before the ticket (CAIRN_E2E_TPM=1; not in make test)
 	./hack/deps.sh qemu
 	CAIRN_E2E_TPM=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestAttestedJoin$$' ./hack/e2e/
 

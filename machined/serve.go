@@ -230,7 +230,8 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		Installer: inst,
 		Images:    &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
 		Build:     server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}, Watchdog: plat.watchdog,
-		Network: plat.netState, Clock: plat.clockState(), TPM: plat.measured.State, PCRs: plat.measured.PCRs},
+		Network: plat.netState, Clock: plat.clockState(), TPM: plat.measured.State, PCRs: plat.measured.PCRs,
+		Attest: plat.attest},
 		&server.Auth{Creds: creds, Token: token, Bus: bus})
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -791,6 +791,102 @@ func (x *TPMPCRsResponse) GetLog() []*TPMMeasurement {
 	return nil
 }
 
+type TPMAttestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Challenge     *ChallengeResponse     `protobuf:"bytes,1,opt,name=challenge,proto3" json:"challenge,omitempty"` // unset: return the keys
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TPMAttestRequest) Reset() {
+	*x = TPMAttestRequest{}
+	mi := &file_machine_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TPMAttestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TPMAttestRequest) ProtoMessage() {}
+
+func (x *TPMAttestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TPMAttestRequest.ProtoReflect.Descriptor instead.
+func (*TPMAttestRequest) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TPMAttestRequest) GetChallenge() *ChallengeResponse {
+	if x != nil {
+		return x.Challenge
+	}
+	return nil
+}
+
+type TPMAttestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          *ChallengeRequest      `protobuf:"bytes,1,opt,name=keys,proto3" json:"keys,omitempty"`               // set when the request had no challenge
+	Attestation   *Attestation           `protobuf:"bytes,2,opt,name=attestation,proto3" json:"attestation,omitempty"` // set when it had one
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TPMAttestResponse) Reset() {
+	*x = TPMAttestResponse{}
+	mi := &file_machine_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TPMAttestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TPMAttestResponse) ProtoMessage() {}
+
+func (x *TPMAttestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machine_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TPMAttestResponse.ProtoReflect.Descriptor instead.
+func (*TPMAttestResponse) Descriptor() ([]byte, []int) {
+	return file_machine_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TPMAttestResponse) GetKeys() *ChallengeRequest {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *TPMAttestResponse) GetAttestation() *Attestation {
+	if x != nil {
+		return x.Attestation
+	}
+	return nil
+}
+
 type TPMStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Present       bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`                  // the machine has a TPM 2.0 (/dev/tpmrm0)
@@ -805,7 +901,7 @@ type TPMStatus struct {
 
 func (x *TPMStatus) Reset() {
 	*x = TPMStatus{}
-	mi := &file_machine_proto_msgTypes[10]
+	mi := &file_machine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +913,7 @@ func (x *TPMStatus) String() string {
 func (*TPMStatus) ProtoMessage() {}
 
 func (x *TPMStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[10]
+	mi := &file_machine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +926,7 @@ func (x *TPMStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TPMStatus.ProtoReflect.Descriptor instead.
 func (*TPMStatus) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{10}
+	return file_machine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TPMStatus) GetPresent() bool {
@@ -890,7 +986,7 @@ type ClockStatus struct {
 
 func (x *ClockStatus) Reset() {
 	*x = ClockStatus{}
-	mi := &file_machine_proto_msgTypes[11]
+	mi := &file_machine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +998,7 @@ func (x *ClockStatus) String() string {
 func (*ClockStatus) ProtoMessage() {}
 
 func (x *ClockStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[11]
+	mi := &file_machine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1011,7 @@ func (x *ClockStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockStatus.ProtoReflect.Descriptor instead.
 func (*ClockStatus) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{11}
+	return file_machine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClockStatus) GetServers() []string {
@@ -980,7 +1076,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_machine_proto_msgTypes[12]
+	mi := &file_machine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1088,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[12]
+	mi := &file_machine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1101,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{12}
+	return file_machine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NetworkStatus) GetLinks() []*NetworkLink {
@@ -1054,7 +1150,7 @@ type NetworkLink struct {
 
 func (x *NetworkLink) Reset() {
 	*x = NetworkLink{}
-	mi := &file_machine_proto_msgTypes[13]
+	mi := &file_machine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1162,7 @@ func (x *NetworkLink) String() string {
 func (*NetworkLink) ProtoMessage() {}
 
 func (x *NetworkLink) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[13]
+	mi := &file_machine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1175,7 @@ func (x *NetworkLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkLink.ProtoReflect.Descriptor instead.
 func (*NetworkLink) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{13}
+	return file_machine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NetworkLink) GetName() string {
@@ -1114,7 +1210,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_machine_proto_msgTypes[14]
+	mi := &file_machine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1222,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[14]
+	mi := &file_machine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1235,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{14}
+	return file_machine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InitRequest) GetConfig() []byte {
@@ -1174,7 +1270,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_machine_proto_msgTypes[15]
+	mi := &file_machine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1282,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[15]
+	mi := &file_machine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1295,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{15}
+	return file_machine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JoinRequest) GetConfig() []byte {
@@ -1232,7 +1328,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_machine_proto_msgTypes[16]
+	mi := &file_machine_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1340,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[16]
+	mi := &file_machine_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1353,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{16}
+	return file_machine_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PlanRequest) GetConfig() []byte {
@@ -1277,7 +1373,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_machine_proto_msgTypes[17]
+	mi := &file_machine_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1385,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[17]
+	mi := &file_machine_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1398,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{17}
+	return file_machine_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PlanResponse) GetSteps() []*PlanStep {
@@ -1333,7 +1429,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_machine_proto_msgTypes[18]
+	mi := &file_machine_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1441,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[18]
+	mi := &file_machine_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1454,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{18}
+	return file_machine_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PlanStep) GetVolume() string {
@@ -1411,7 +1507,7 @@ type RebootRequest struct {
 
 func (x *RebootRequest) Reset() {
 	*x = RebootRequest{}
-	mi := &file_machine_proto_msgTypes[19]
+	mi := &file_machine_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1519,7 @@ func (x *RebootRequest) String() string {
 func (*RebootRequest) ProtoMessage() {}
 
 func (x *RebootRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[19]
+	mi := &file_machine_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1532,7 @@ func (x *RebootRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootRequest.ProtoReflect.Descriptor instead.
 func (*RebootRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{19}
+	return file_machine_proto_rawDescGZIP(), []int{21}
 }
 
 type RebootResponse struct {
@@ -1447,7 +1543,7 @@ type RebootResponse struct {
 
 func (x *RebootResponse) Reset() {
 	*x = RebootResponse{}
-	mi := &file_machine_proto_msgTypes[20]
+	mi := &file_machine_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1555,7 @@ func (x *RebootResponse) String() string {
 func (*RebootResponse) ProtoMessage() {}
 
 func (x *RebootResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[20]
+	mi := &file_machine_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1568,7 @@ func (x *RebootResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootResponse.ProtoReflect.Descriptor instead.
 func (*RebootResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{20}
+	return file_machine_proto_rawDescGZIP(), []int{22}
 }
 
 type ShutdownRequest struct {
@@ -1483,7 +1579,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1591,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[21]
+	mi := &file_machine_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1604,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{21}
+	return file_machine_proto_rawDescGZIP(), []int{23}
 }
 
 type ShutdownResponse struct {
@@ -1519,7 +1615,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1627,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[22]
+	mi := &file_machine_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1640,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{22}
+	return file_machine_proto_rawDescGZIP(), []int{24}
 }
 
 type ResetRequest struct {
@@ -1558,7 +1654,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1666,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[23]
+	mi := &file_machine_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1679,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{23}
+	return file_machine_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResetRequest) GetWipe() []string {
@@ -1615,7 +1711,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1723,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[24]
+	mi := &file_machine_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1736,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{24}
+	return file_machine_proto_rawDescGZIP(), []int{26}
 }
 
 type UpgradeRequest struct {
@@ -1656,7 +1752,7 @@ type UpgradeRequest struct {
 
 func (x *UpgradeRequest) Reset() {
 	*x = UpgradeRequest{}
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1764,7 @@ func (x *UpgradeRequest) String() string {
 func (*UpgradeRequest) ProtoMessage() {}
 
 func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[25]
+	mi := &file_machine_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1777,7 @@ func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeRequest.ProtoReflect.Descriptor instead.
 func (*UpgradeRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{25}
+	return file_machine_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpgradeRequest) GetMsg() isUpgradeRequest_Msg {
@@ -1736,7 +1832,7 @@ type UpgradeHeader struct {
 
 func (x *UpgradeHeader) Reset() {
 	*x = UpgradeHeader{}
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1844,7 @@ func (x *UpgradeHeader) String() string {
 func (*UpgradeHeader) ProtoMessage() {}
 
 func (x *UpgradeHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[26]
+	mi := &file_machine_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1857,7 @@ func (x *UpgradeHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeHeader.ProtoReflect.Descriptor instead.
 func (*UpgradeHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{26}
+	return file_machine_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpgradeHeader) GetSize() uint64 {
@@ -1796,7 +1892,7 @@ type InstallRequest struct {
 
 func (x *InstallRequest) Reset() {
 	*x = InstallRequest{}
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1904,7 @@ func (x *InstallRequest) String() string {
 func (*InstallRequest) ProtoMessage() {}
 
 func (x *InstallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[27]
+	mi := &file_machine_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1917,7 @@ func (x *InstallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallRequest.ProtoReflect.Descriptor instead.
 func (*InstallRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{27}
+	return file_machine_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *InstallRequest) GetDisk() *DiskSelector {
@@ -1861,7 +1957,7 @@ type DiskSelector struct {
 
 func (x *DiskSelector) Reset() {
 	*x = DiskSelector{}
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1969,7 @@ func (x *DiskSelector) String() string {
 func (*DiskSelector) ProtoMessage() {}
 
 func (x *DiskSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[28]
+	mi := &file_machine_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1982,7 @@ func (x *DiskSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskSelector.ProtoReflect.Descriptor instead.
 func (*DiskSelector) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{28}
+	return file_machine_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DiskSelector) GetPath() string {
@@ -1946,7 +2042,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2054,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[29]
+	mi := &file_machine_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2067,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{29}
+	return file_machine_proto_rawDescGZIP(), []int{31}
 }
 
 type RollbackResponse struct {
@@ -1984,7 +2080,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2092,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[30]
+	mi := &file_machine_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2105,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{30}
+	return file_machine_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RollbackResponse) GetSlot() string {
@@ -2036,7 +2132,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2144,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[31]
+	mi := &file_machine_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2157,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{31}
+	return file_machine_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EventsRequest) GetFollow() bool {
@@ -2096,7 +2192,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2204,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[32]
+	mi := &file_machine_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2217,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{32}
+	return file_machine_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Event) GetId() uint64 {
@@ -2207,7 +2303,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2315,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[33]
+	mi := &file_machine_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2328,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{33}
+	return file_machine_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LogsRequest) GetService() string {
@@ -2273,7 +2369,7 @@ type DmesgRequest struct {
 
 func (x *DmesgRequest) Reset() {
 	*x = DmesgRequest{}
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2381,7 @@ func (x *DmesgRequest) String() string {
 func (*DmesgRequest) ProtoMessage() {}
 
 func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[34]
+	mi := &file_machine_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2394,7 @@ func (x *DmesgRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DmesgRequest.ProtoReflect.Descriptor instead.
 func (*DmesgRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{34}
+	return file_machine_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DmesgRequest) GetFollow() bool {
@@ -2326,7 +2422,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2434,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[35]
+	mi := &file_machine_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2447,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{35}
+	return file_machine_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LogLine) GetTime() *timestamppb.Timestamp {
@@ -2383,7 +2479,7 @@ type ServicesRequest struct {
 
 func (x *ServicesRequest) Reset() {
 	*x = ServicesRequest{}
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2491,7 @@ func (x *ServicesRequest) String() string {
 func (*ServicesRequest) ProtoMessage() {}
 
 func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[36]
+	mi := &file_machine_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2504,7 @@ func (x *ServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesRequest.ProtoReflect.Descriptor instead.
 func (*ServicesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{36}
+	return file_machine_proto_rawDescGZIP(), []int{38}
 }
 
 type ServicesResponse struct {
@@ -2420,7 +2516,7 @@ type ServicesResponse struct {
 
 func (x *ServicesResponse) Reset() {
 	*x = ServicesResponse{}
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2528,7 @@ func (x *ServicesResponse) String() string {
 func (*ServicesResponse) ProtoMessage() {}
 
 func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[37]
+	mi := &file_machine_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2541,7 @@ func (x *ServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicesResponse.ProtoReflect.Descriptor instead.
 func (*ServicesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{37}
+	return file_machine_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServicesResponse) GetServices() []*Service {
@@ -2471,7 +2567,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2579,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[38]
+	mi := &file_machine_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2592,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{38}
+	return file_machine_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Service) GetName() string {
@@ -2564,7 +2660,7 @@ type ServiceRequest struct {
 
 func (x *ServiceRequest) Reset() {
 	*x = ServiceRequest{}
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2672,7 @@ func (x *ServiceRequest) String() string {
 func (*ServiceRequest) ProtoMessage() {}
 
 func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[39]
+	mi := &file_machine_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2685,7 @@ func (x *ServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceRequest.ProtoReflect.Descriptor instead.
 func (*ServiceRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{39}
+	return file_machine_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServiceRequest) GetName() string {
@@ -2608,7 +2704,7 @@ type ServiceResponse struct {
 
 func (x *ServiceResponse) Reset() {
 	*x = ServiceResponse{}
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2716,7 @@ func (x *ServiceResponse) String() string {
 func (*ServiceResponse) ProtoMessage() {}
 
 func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[40]
+	mi := &file_machine_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2729,7 @@ func (x *ServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceResponse.ProtoReflect.Descriptor instead.
 func (*ServiceResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{40}
+	return file_machine_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ServiceResponse) GetService() *Service {
@@ -2651,7 +2747,7 @@ type DisksRequest struct {
 
 func (x *DisksRequest) Reset() {
 	*x = DisksRequest{}
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2759,7 @@ func (x *DisksRequest) String() string {
 func (*DisksRequest) ProtoMessage() {}
 
 func (x *DisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[41]
+	mi := &file_machine_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +2772,7 @@ func (x *DisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksRequest.ProtoReflect.Descriptor instead.
 func (*DisksRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{41}
+	return file_machine_proto_rawDescGZIP(), []int{43}
 }
 
 type DisksResponse struct {
@@ -2688,7 +2784,7 @@ type DisksResponse struct {
 
 func (x *DisksResponse) Reset() {
 	*x = DisksResponse{}
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2796,7 @@ func (x *DisksResponse) String() string {
 func (*DisksResponse) ProtoMessage() {}
 
 func (x *DisksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[42]
+	mi := &file_machine_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2809,7 @@ func (x *DisksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisksResponse.ProtoReflect.Descriptor instead.
 func (*DisksResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{42}
+	return file_machine_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DisksResponse) GetDisks() []*Disk {
@@ -2746,7 +2842,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2854,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[43]
+	mi := &file_machine_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2867,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{43}
+	return file_machine_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Disk) GetName() string {
@@ -2892,7 +2988,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3000,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[44]
+	mi := &file_machine_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3013,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{44}
+	return file_machine_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Partition) GetName() string {
@@ -2967,7 +3063,7 @@ type Signature struct {
 
 func (x *Signature) Reset() {
 	*x = Signature{}
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3075,7 @@ func (x *Signature) String() string {
 func (*Signature) ProtoMessage() {}
 
 func (x *Signature) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[45]
+	mi := &file_machine_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3088,7 @@ func (x *Signature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signature.ProtoReflect.Descriptor instead.
 func (*Signature) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{45}
+	return file_machine_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Signature) GetType() string {
@@ -3031,7 +3127,7 @@ type MountsRequest struct {
 
 func (x *MountsRequest) Reset() {
 	*x = MountsRequest{}
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3139,7 @@ func (x *MountsRequest) String() string {
 func (*MountsRequest) ProtoMessage() {}
 
 func (x *MountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[46]
+	mi := &file_machine_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3152,7 @@ func (x *MountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsRequest.ProtoReflect.Descriptor instead.
 func (*MountsRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{46}
+	return file_machine_proto_rawDescGZIP(), []int{48}
 }
 
 type MountsResponse struct {
@@ -3068,7 +3164,7 @@ type MountsResponse struct {
 
 func (x *MountsResponse) Reset() {
 	*x = MountsResponse{}
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3176,7 @@ func (x *MountsResponse) String() string {
 func (*MountsResponse) ProtoMessage() {}
 
 func (x *MountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[47]
+	mi := &file_machine_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3189,7 @@ func (x *MountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountsResponse.ProtoReflect.Descriptor instead.
 func (*MountsResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{47}
+	return file_machine_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MountsResponse) GetMounts() []*Mount {
@@ -3120,7 +3216,7 @@ type Mount struct {
 
 func (x *Mount) Reset() {
 	*x = Mount{}
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3132,7 +3228,7 @@ func (x *Mount) String() string {
 func (*Mount) ProtoMessage() {}
 
 func (x *Mount) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[48]
+	mi := &file_machine_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3145,7 +3241,7 @@ func (x *Mount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mount.ProtoReflect.Descriptor instead.
 func (*Mount) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{48}
+	return file_machine_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Mount) GetSource() string {
@@ -3219,7 +3315,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3327,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[49]
+	mi := &file_machine_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3340,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{49}
+	return file_machine_proto_rawDescGZIP(), []int{51}
 }
 
 type HealthResponse struct {
@@ -3257,7 +3353,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3269,7 +3365,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[50]
+	mi := &file_machine_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3282,7 +3378,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{50}
+	return file_machine_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HealthResponse) GetChecks() []*HealthCheck {
@@ -3310,7 +3406,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3418,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[51]
+	mi := &file_machine_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3431,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{51}
+	return file_machine_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HealthCheck) GetName() string {
@@ -3367,7 +3463,7 @@ type KubeconfigRequest struct {
 
 func (x *KubeconfigRequest) Reset() {
 	*x = KubeconfigRequest{}
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3475,7 @@ func (x *KubeconfigRequest) String() string {
 func (*KubeconfigRequest) ProtoMessage() {}
 
 func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[52]
+	mi := &file_machine_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3488,7 @@ func (x *KubeconfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigRequest.ProtoReflect.Descriptor instead.
 func (*KubeconfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{52}
+	return file_machine_proto_rawDescGZIP(), []int{54}
 }
 
 type KubeconfigResponse struct {
@@ -3404,7 +3500,7 @@ type KubeconfigResponse struct {
 
 func (x *KubeconfigResponse) Reset() {
 	*x = KubeconfigResponse{}
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3416,7 +3512,7 @@ func (x *KubeconfigResponse) String() string {
 func (*KubeconfigResponse) ProtoMessage() {}
 
 func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[53]
+	mi := &file_machine_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3429,7 +3525,7 @@ func (x *KubeconfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeconfigResponse.ProtoReflect.Descriptor instead.
 func (*KubeconfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{53}
+	return file_machine_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *KubeconfigResponse) GetKubeconfig() []byte {
@@ -3447,7 +3543,7 @@ type EtcdMembersRequest struct {
 
 func (x *EtcdMembersRequest) Reset() {
 	*x = EtcdMembersRequest{}
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3459,7 +3555,7 @@ func (x *EtcdMembersRequest) String() string {
 func (*EtcdMembersRequest) ProtoMessage() {}
 
 func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[54]
+	mi := &file_machine_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3472,7 +3568,7 @@ func (x *EtcdMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersRequest.ProtoReflect.Descriptor instead.
 func (*EtcdMembersRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{54}
+	return file_machine_proto_rawDescGZIP(), []int{56}
 }
 
 type EtcdMembersResponse struct {
@@ -3484,7 +3580,7 @@ type EtcdMembersResponse struct {
 
 func (x *EtcdMembersResponse) Reset() {
 	*x = EtcdMembersResponse{}
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3592,7 @@ func (x *EtcdMembersResponse) String() string {
 func (*EtcdMembersResponse) ProtoMessage() {}
 
 func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[55]
+	mi := &file_machine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3605,7 @@ func (x *EtcdMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMembersResponse.ProtoReflect.Descriptor instead.
 func (*EtcdMembersResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{55}
+	return file_machine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EtcdMembersResponse) GetMembers() []*EtcdMember {
@@ -3533,7 +3629,7 @@ type EtcdMember struct {
 
 func (x *EtcdMember) Reset() {
 	*x = EtcdMember{}
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3641,7 @@ func (x *EtcdMember) String() string {
 func (*EtcdMember) ProtoMessage() {}
 
 func (x *EtcdMember) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[56]
+	mi := &file_machine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3654,7 @@ func (x *EtcdMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdMember.ProtoReflect.Descriptor instead.
 func (*EtcdMember) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{56}
+	return file_machine_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *EtcdMember) GetId() uint64 {
@@ -3612,7 +3708,7 @@ type EtcdRemoveMemberRequest struct {
 
 func (x *EtcdRemoveMemberRequest) Reset() {
 	*x = EtcdRemoveMemberRequest{}
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3720,7 @@ func (x *EtcdRemoveMemberRequest) String() string {
 func (*EtcdRemoveMemberRequest) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[57]
+	mi := &file_machine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3733,7 @@ func (x *EtcdRemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{57}
+	return file_machine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *EtcdRemoveMemberRequest) GetMember() string {
@@ -3657,7 +3753,7 @@ type EtcdRemoveMemberResponse struct {
 
 func (x *EtcdRemoveMemberResponse) Reset() {
 	*x = EtcdRemoveMemberResponse{}
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +3765,7 @@ func (x *EtcdRemoveMemberResponse) String() string {
 func (*EtcdRemoveMemberResponse) ProtoMessage() {}
 
 func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[58]
+	mi := &file_machine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +3778,7 @@ func (x *EtcdRemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdRemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*EtcdRemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{58}
+	return file_machine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *EtcdRemoveMemberResponse) GetRemoved() *EtcdMember {
@@ -3707,7 +3803,7 @@ type CertificatesRequest struct {
 
 func (x *CertificatesRequest) Reset() {
 	*x = CertificatesRequest{}
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3815,7 @@ func (x *CertificatesRequest) String() string {
 func (*CertificatesRequest) ProtoMessage() {}
 
 func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[59]
+	mi := &file_machine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3828,7 @@ func (x *CertificatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesRequest.ProtoReflect.Descriptor instead.
 func (*CertificatesRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{59}
+	return file_machine_proto_rawDescGZIP(), []int{61}
 }
 
 type CertificatesResponse struct {
@@ -3745,7 +3841,7 @@ type CertificatesResponse struct {
 
 func (x *CertificatesResponse) Reset() {
 	*x = CertificatesResponse{}
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3853,7 @@ func (x *CertificatesResponse) String() string {
 func (*CertificatesResponse) ProtoMessage() {}
 
 func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[60]
+	mi := &file_machine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3866,7 @@ func (x *CertificatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CertificatesResponse.ProtoReflect.Descriptor instead.
 func (*CertificatesResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{60}
+	return file_machine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CertificatesResponse) GetCertificates() []*Certificate {
@@ -3802,7 +3898,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +3910,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[61]
+	mi := &file_machine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +3923,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{61}
+	return file_machine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Certificate) GetName() string {
@@ -3887,7 +3983,7 @@ type EtcdSnapshotRequest struct {
 
 func (x *EtcdSnapshotRequest) Reset() {
 	*x = EtcdSnapshotRequest{}
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +3995,7 @@ func (x *EtcdSnapshotRequest) String() string {
 func (*EtcdSnapshotRequest) ProtoMessage() {}
 
 func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[62]
+	mi := &file_machine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4008,7 @@ func (x *EtcdSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtcdSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*EtcdSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{62}
+	return file_machine_proto_rawDescGZIP(), []int{64}
 }
 
 type DataChunk struct {
@@ -3925,7 +4021,7 @@ type DataChunk struct {
 
 func (x *DataChunk) Reset() {
 	*x = DataChunk{}
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3937,7 +4033,7 @@ func (x *DataChunk) String() string {
 func (*DataChunk) ProtoMessage() {}
 
 func (x *DataChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[63]
+	mi := &file_machine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3950,7 +4046,7 @@ func (x *DataChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataChunk.ProtoReflect.Descriptor instead.
 func (*DataChunk) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{63}
+	return file_machine_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DataChunk) GetData() []byte {
@@ -3978,7 +4074,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4086,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[64]
+	mi := &file_machine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4099,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{64}
+	return file_machine_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -4038,7 +4134,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4146,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[65]
+	mi := &file_machine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4159,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{65}
+	return file_machine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -4095,7 +4191,7 @@ type ListJoinTokensRequest struct {
 
 func (x *ListJoinTokensRequest) Reset() {
 	*x = ListJoinTokensRequest{}
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4107,7 +4203,7 @@ func (x *ListJoinTokensRequest) String() string {
 func (*ListJoinTokensRequest) ProtoMessage() {}
 
 func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[66]
+	mi := &file_machine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4120,7 +4216,7 @@ func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{66}
+	return file_machine_proto_rawDescGZIP(), []int{68}
 }
 
 type ListJoinTokensResponse struct {
@@ -4132,7 +4228,7 @@ type ListJoinTokensResponse struct {
 
 func (x *ListJoinTokensResponse) Reset() {
 	*x = ListJoinTokensResponse{}
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4240,7 @@ func (x *ListJoinTokensResponse) String() string {
 func (*ListJoinTokensResponse) ProtoMessage() {}
 
 func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[67]
+	mi := &file_machine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4253,7 @@ func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJoinTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListJoinTokensResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{67}
+	return file_machine_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListJoinTokensResponse) GetTokens() []*JoinTokenInfo {
@@ -4179,7 +4275,7 @@ type JoinTokenInfo struct {
 
 func (x *JoinTokenInfo) Reset() {
 	*x = JoinTokenInfo{}
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4191,7 +4287,7 @@ func (x *JoinTokenInfo) String() string {
 func (*JoinTokenInfo) ProtoMessage() {}
 
 func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[68]
+	mi := &file_machine_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4204,7 +4300,7 @@ func (x *JoinTokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenInfo.ProtoReflect.Descriptor instead.
 func (*JoinTokenInfo) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{68}
+	return file_machine_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *JoinTokenInfo) GetId() string {
@@ -4244,7 +4340,7 @@ type RevokeJoinTokenRequest struct {
 
 func (x *RevokeJoinTokenRequest) Reset() {
 	*x = RevokeJoinTokenRequest{}
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4352,7 @@ func (x *RevokeJoinTokenRequest) String() string {
 func (*RevokeJoinTokenRequest) ProtoMessage() {}
 
 func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[69]
+	mi := &file_machine_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4365,7 @@ func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{69}
+	return file_machine_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RevokeJoinTokenRequest) GetId() string {
@@ -4287,7 +4383,7 @@ type RevokeJoinTokenResponse struct {
 
 func (x *RevokeJoinTokenResponse) Reset() {
 	*x = RevokeJoinTokenResponse{}
-	mi := &file_machine_proto_msgTypes[70]
+	mi := &file_machine_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4299,7 +4395,7 @@ func (x *RevokeJoinTokenResponse) String() string {
 func (*RevokeJoinTokenResponse) ProtoMessage() {}
 
 func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[70]
+	mi := &file_machine_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4312,7 +4408,7 @@ func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{70}
+	return file_machine_proto_rawDescGZIP(), []int{72}
 }
 
 type ImageImportRequest struct {
@@ -4328,7 +4424,7 @@ type ImageImportRequest struct {
 
 func (x *ImageImportRequest) Reset() {
 	*x = ImageImportRequest{}
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +4436,7 @@ func (x *ImageImportRequest) String() string {
 func (*ImageImportRequest) ProtoMessage() {}
 
 func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[71]
+	mi := &file_machine_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +4449,7 @@ func (x *ImageImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportRequest.ProtoReflect.Descriptor instead.
 func (*ImageImportRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{71}
+	return file_machine_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ImageImportRequest) GetMsg() isImageImportRequest_Msg {
@@ -4408,7 +4504,7 @@ type ImageImportHeader struct {
 
 func (x *ImageImportHeader) Reset() {
 	*x = ImageImportHeader{}
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4420,7 +4516,7 @@ func (x *ImageImportHeader) String() string {
 func (*ImageImportHeader) ProtoMessage() {}
 
 func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[72]
+	mi := &file_machine_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4433,7 +4529,7 @@ func (x *ImageImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportHeader.ProtoReflect.Descriptor instead.
 func (*ImageImportHeader) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{72}
+	return file_machine_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ImageImportHeader) GetFileName() string {
@@ -4470,7 +4566,7 @@ type ImageImportResponse struct {
 
 func (x *ImageImportResponse) Reset() {
 	*x = ImageImportResponse{}
-	mi := &file_machine_proto_msgTypes[73]
+	mi := &file_machine_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4482,7 +4578,7 @@ func (x *ImageImportResponse) String() string {
 func (*ImageImportResponse) ProtoMessage() {}
 
 func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[73]
+	mi := &file_machine_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4495,7 +4591,7 @@ func (x *ImageImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResponse.ProtoReflect.Descriptor instead.
 func (*ImageImportResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{73}
+	return file_machine_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ImageImportResponse) GetMsg() isImageImportResponse_Msg {
@@ -4551,7 +4647,7 @@ type ImageImportProgress struct {
 
 func (x *ImageImportProgress) Reset() {
 	*x = ImageImportProgress{}
-	mi := &file_machine_proto_msgTypes[74]
+	mi := &file_machine_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4563,7 +4659,7 @@ func (x *ImageImportProgress) String() string {
 func (*ImageImportProgress) ProtoMessage() {}
 
 func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[74]
+	mi := &file_machine_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4576,7 +4672,7 @@ func (x *ImageImportProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportProgress.ProtoReflect.Descriptor instead.
 func (*ImageImportProgress) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{74}
+	return file_machine_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ImageImportProgress) GetPhase() string {
@@ -4616,7 +4712,7 @@ type ImageImportResult struct {
 
 func (x *ImageImportResult) Reset() {
 	*x = ImageImportResult{}
-	mi := &file_machine_proto_msgTypes[75]
+	mi := &file_machine_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4628,7 +4724,7 @@ func (x *ImageImportResult) String() string {
 func (*ImageImportResult) ProtoMessage() {}
 
 func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[75]
+	mi := &file_machine_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4641,7 +4737,7 @@ func (x *ImageImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageImportResult.ProtoReflect.Descriptor instead.
 func (*ImageImportResult) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{75}
+	return file_machine_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ImageImportResult) GetImages() []*Image {
@@ -4664,7 +4760,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_machine_proto_msgTypes[76]
+	mi := &file_machine_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4676,7 +4772,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[76]
+	mi := &file_machine_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4689,7 +4785,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{76}
+	return file_machine_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *Image) GetName() string {
@@ -4735,7 +4831,7 @@ type ImageListRequest struct {
 
 func (x *ImageListRequest) Reset() {
 	*x = ImageListRequest{}
-	mi := &file_machine_proto_msgTypes[77]
+	mi := &file_machine_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +4843,7 @@ func (x *ImageListRequest) String() string {
 func (*ImageListRequest) ProtoMessage() {}
 
 func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[77]
+	mi := &file_machine_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +4856,7 @@ func (x *ImageListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListRequest.ProtoReflect.Descriptor instead.
 func (*ImageListRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{77}
+	return file_machine_proto_rawDescGZIP(), []int{79}
 }
 
 type ImageListResponse struct {
@@ -4772,7 +4868,7 @@ type ImageListResponse struct {
 
 func (x *ImageListResponse) Reset() {
 	*x = ImageListResponse{}
-	mi := &file_machine_proto_msgTypes[78]
+	mi := &file_machine_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4784,7 +4880,7 @@ func (x *ImageListResponse) String() string {
 func (*ImageListResponse) ProtoMessage() {}
 
 func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[78]
+	mi := &file_machine_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4797,7 +4893,7 @@ func (x *ImageListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageListResponse.ProtoReflect.Descriptor instead.
 func (*ImageListResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{78}
+	return file_machine_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ImageListResponse) GetImages() []*Image {
@@ -4817,7 +4913,7 @@ type ImageRemoveRequest struct {
 
 func (x *ImageRemoveRequest) Reset() {
 	*x = ImageRemoveRequest{}
-	mi := &file_machine_proto_msgTypes[79]
+	mi := &file_machine_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4829,7 +4925,7 @@ func (x *ImageRemoveRequest) String() string {
 func (*ImageRemoveRequest) ProtoMessage() {}
 
 func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[79]
+	mi := &file_machine_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4842,7 +4938,7 @@ func (x *ImageRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveRequest.ProtoReflect.Descriptor instead.
 func (*ImageRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{79}
+	return file_machine_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ImageRemoveRequest) GetNames() []string {
@@ -4868,7 +4964,7 @@ type ImageRemoveResponse struct {
 
 func (x *ImageRemoveResponse) Reset() {
 	*x = ImageRemoveResponse{}
-	mi := &file_machine_proto_msgTypes[80]
+	mi := &file_machine_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4880,7 +4976,7 @@ func (x *ImageRemoveResponse) String() string {
 func (*ImageRemoveResponse) ProtoMessage() {}
 
 func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[80]
+	mi := &file_machine_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4893,7 +4989,7 @@ func (x *ImageRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRemoveResponse.ProtoReflect.Descriptor instead.
 func (*ImageRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{80}
+	return file_machine_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ImageRemoveResponse) GetRemoved() []string {
@@ -4915,7 +5011,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_machine_proto_msgTypes[81]
+	mi := &file_machine_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4927,7 +5023,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[81]
+	mi := &file_machine_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4940,7 +5036,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{81}
+	return file_machine_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ProfileRequest) GetName() string {
@@ -4979,7 +5075,7 @@ type WatchdogStopRequest struct {
 
 func (x *WatchdogStopRequest) Reset() {
 	*x = WatchdogStopRequest{}
-	mi := &file_machine_proto_msgTypes[82]
+	mi := &file_machine_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4991,7 +5087,7 @@ func (x *WatchdogStopRequest) String() string {
 func (*WatchdogStopRequest) ProtoMessage() {}
 
 func (x *WatchdogStopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[82]
+	mi := &file_machine_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5004,7 +5100,7 @@ func (x *WatchdogStopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchdogStopRequest.ProtoReflect.Descriptor instead.
 func (*WatchdogStopRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{82}
+	return file_machine_proto_rawDescGZIP(), []int{84}
 }
 
 type WatchdogStopResponse struct {
@@ -5016,7 +5112,7 @@ type WatchdogStopResponse struct {
 
 func (x *WatchdogStopResponse) Reset() {
 	*x = WatchdogStopResponse{}
-	mi := &file_machine_proto_msgTypes[83]
+	mi := &file_machine_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5028,7 +5124,7 @@ func (x *WatchdogStopResponse) String() string {
 func (*WatchdogStopResponse) ProtoMessage() {}
 
 func (x *WatchdogStopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[83]
+	mi := &file_machine_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5041,7 +5137,7 @@ func (x *WatchdogStopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchdogStopResponse.ProtoReflect.Descriptor instead.
 func (*WatchdogStopResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{83}
+	return file_machine_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WatchdogStopResponse) GetResetWithinSeconds() uint32 {
@@ -5060,7 +5156,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_machine_proto_msgTypes[84]
+	mi := &file_machine_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5072,7 +5168,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[84]
+	mi := &file_machine_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5085,7 +5181,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{84}
+	return file_machine_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *GetConfigRequest) GetShowSecrets() bool {
@@ -5105,7 +5201,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_machine_proto_msgTypes[85]
+	mi := &file_machine_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5117,7 +5213,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[85]
+	mi := &file_machine_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5130,7 +5226,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{85}
+	return file_machine_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *GetConfigResponse) GetConfig() []byte {
@@ -5164,7 +5260,7 @@ type ApplyConfigRequest struct {
 
 func (x *ApplyConfigRequest) Reset() {
 	*x = ApplyConfigRequest{}
-	mi := &file_machine_proto_msgTypes[86]
+	mi := &file_machine_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5176,7 +5272,7 @@ func (x *ApplyConfigRequest) String() string {
 func (*ApplyConfigRequest) ProtoMessage() {}
 
 func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[86]
+	mi := &file_machine_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5189,7 +5285,7 @@ func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
 func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{86}
+	return file_machine_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ApplyConfigRequest) GetConfig() []byte {
@@ -5242,7 +5338,7 @@ type ConfigHistoryRequest struct {
 
 func (x *ConfigHistoryRequest) Reset() {
 	*x = ConfigHistoryRequest{}
-	mi := &file_machine_proto_msgTypes[87]
+	mi := &file_machine_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5254,7 +5350,7 @@ func (x *ConfigHistoryRequest) String() string {
 func (*ConfigHistoryRequest) ProtoMessage() {}
 
 func (x *ConfigHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[87]
+	mi := &file_machine_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5267,7 +5363,7 @@ func (x *ConfigHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ConfigHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{87}
+	return file_machine_proto_rawDescGZIP(), []int{89}
 }
 
 type ConfigHistoryEntry struct {
@@ -5285,7 +5381,7 @@ type ConfigHistoryEntry struct {
 
 func (x *ConfigHistoryEntry) Reset() {
 	*x = ConfigHistoryEntry{}
-	mi := &file_machine_proto_msgTypes[88]
+	mi := &file_machine_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5297,7 +5393,7 @@ func (x *ConfigHistoryEntry) String() string {
 func (*ConfigHistoryEntry) ProtoMessage() {}
 
 func (x *ConfigHistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[88]
+	mi := &file_machine_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5310,7 +5406,7 @@ func (x *ConfigHistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigHistoryEntry.ProtoReflect.Descriptor instead.
 func (*ConfigHistoryEntry) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{88}
+	return file_machine_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ConfigHistoryEntry) GetGeneration() uint32 {
@@ -5371,7 +5467,7 @@ type ConfigHistoryResponse struct {
 
 func (x *ConfigHistoryResponse) Reset() {
 	*x = ConfigHistoryResponse{}
-	mi := &file_machine_proto_msgTypes[89]
+	mi := &file_machine_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5383,7 +5479,7 @@ func (x *ConfigHistoryResponse) String() string {
 func (*ConfigHistoryResponse) ProtoMessage() {}
 
 func (x *ConfigHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machine_proto_msgTypes[89]
+	mi := &file_machine_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5396,7 +5492,7 @@ func (x *ConfigHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ConfigHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_machine_proto_rawDescGZIP(), []int{89}
+	return file_machine_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ConfigHistoryResponse) GetEntries() []*ConfigHistoryEntry {
@@ -5410,7 +5506,8 @@ var File_machine_proto protoreflect.FileDescriptor
 
 const file_machine_proto_rawDesc = "" +
 	"\n" +
-	"\rmachine.proto\x12\x16cairn.machine.v1alpha1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
+	"\rmachine.proto\x12\x16cairn.machine.v1alpha1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\n" +
+	"join.proto\"\x10\n" +
 	"\x0eVersionRequest\"\xfc\x01\n" +
 	"\x0fVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
@@ -5475,7 +5572,12 @@ const file_machine_proto_rawDesc = "" +
 	"\x0fTPMPCRsResponse\x122\n" +
 	"\x04pcrs\x18\x01 \x03(\v2\x1e.cairn.machine.v1alpha1.TPMPCRR\x04pcrs\x12!\n" +
 	"\fmeasured_pcr\x18\x02 \x01(\rR\vmeasuredPcr\x128\n" +
-	"\x03log\x18\x03 \x03(\v2&.cairn.machine.v1alpha1.TPMMeasurementR\x03log\"\x9e\x01\n" +
+	"\x03log\x18\x03 \x03(\v2&.cairn.machine.v1alpha1.TPMMeasurementR\x03log\"[\n" +
+	"\x10TPMAttestRequest\x12G\n" +
+	"\tchallenge\x18\x01 \x01(\v2).cairn.machine.v1alpha1.ChallengeResponseR\tchallenge\"\x98\x01\n" +
+	"\x11TPMAttestResponse\x12<\n" +
+	"\x04keys\x18\x01 \x01(\v2(.cairn.machine.v1alpha1.ChallengeRequestR\x04keys\x12E\n" +
+	"\vattestation\x18\x02 \x01(\v2#.cairn.machine.v1alpha1.AttestationR\vattestation\"\x9e\x01\n" +
 	"\tTPMStatus\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x1a\n" +
 	"\bmeasured\x18\x02 \x01(\bR\bmeasured\x12\x16\n" +
@@ -5787,7 +5889,7 @@ const file_machine_proto_rawDesc = "" +
 	"\x05paths\x18\x06 \x03(\tR\x05paths\x12\x18\n" +
 	"\acurrent\x18\a \x01(\bR\acurrent\"]\n" +
 	"\x15ConfigHistoryResponse\x12D\n" +
-	"\aentries\x18\x01 \x03(\v2*.cairn.machine.v1alpha1.ConfigHistoryEntryR\aentries2\xae\x1c\n" +
+	"\aentries\x18\x01 \x03(\v2*.cairn.machine.v1alpha1.ConfigHistoryEntryR\aentries2\x90\x1d\n" +
 	"\aMachine\x12Z\n" +
 	"\aVersion\x12&.cairn.machine.v1alpha1.VersionRequest\x1a'.cairn.machine.v1alpha1.VersionResponse\x12W\n" +
 	"\x06Status\x12%.cairn.machine.v1alpha1.StatusRequest\x1a&.cairn.machine.v1alpha1.StatusResponse\x12L\n" +
@@ -5818,7 +5920,8 @@ const file_machine_proto_rawDesc = "" +
 	"\tGetConfig\x12(.cairn.machine.v1alpha1.GetConfigRequest\x1a).cairn.machine.v1alpha1.GetConfigResponse\x12Z\n" +
 	"\vApplyConfig\x12*.cairn.machine.v1alpha1.ApplyConfigRequest\x1a\x1d.cairn.machine.v1alpha1.Event0\x01\x12l\n" +
 	"\rConfigHistory\x12,.cairn.machine.v1alpha1.ConfigHistoryRequest\x1a-.cairn.machine.v1alpha1.ConfigHistoryResponse\x12Z\n" +
-	"\aTPMPCRs\x12&.cairn.machine.v1alpha1.TPMPCRsRequest\x1a'.cairn.machine.v1alpha1.TPMPCRsResponse\x12i\n" +
+	"\aTPMPCRs\x12&.cairn.machine.v1alpha1.TPMPCRsRequest\x1a'.cairn.machine.v1alpha1.TPMPCRsResponse\x12`\n" +
+	"\tTPMAttest\x12(.cairn.machine.v1alpha1.TPMAttestRequest\x1a).cairn.machine.v1alpha1.TPMAttestResponse\x12i\n" +
 	"\fCertificates\x12+.cairn.machine.v1alpha1.CertificatesRequest\x1a,.cairn.machine.v1alpha1.CertificatesResponse\x12r\n" +
 	"\x0fCreateJoinToken\x12..cairn.machine.v1alpha1.CreateJoinTokenRequest\x1a/.cairn.machine.v1alpha1.CreateJoinTokenResponse\x12o\n" +
 	"\x0eListJoinTokens\x12-.cairn.machine.v1alpha1.ListJoinTokensRequest\x1a..cairn.machine.v1alpha1.ListJoinTokensResponse\x12r\n" +
@@ -5841,7 +5944,7 @@ func file_machine_proto_rawDescGZIP() []byte {
 	return file_machine_proto_rawDescData
 }
 
-var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_machine_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
 var file_machine_proto_goTypes = []any{
 	(*VersionRequest)(nil),           // 0: cairn.machine.v1alpha1.VersionRequest
 	(*VersionResponse)(nil),          // 1: cairn.machine.v1alpha1.VersionResponse
@@ -5853,213 +5956,223 @@ var file_machine_proto_goTypes = []any{
 	(*TPMPCR)(nil),                   // 7: cairn.machine.v1alpha1.TPMPCR
 	(*TPMMeasurement)(nil),           // 8: cairn.machine.v1alpha1.TPMMeasurement
 	(*TPMPCRsResponse)(nil),          // 9: cairn.machine.v1alpha1.TPMPCRsResponse
-	(*TPMStatus)(nil),                // 10: cairn.machine.v1alpha1.TPMStatus
-	(*ClockStatus)(nil),              // 11: cairn.machine.v1alpha1.ClockStatus
-	(*NetworkStatus)(nil),            // 12: cairn.machine.v1alpha1.NetworkStatus
-	(*NetworkLink)(nil),              // 13: cairn.machine.v1alpha1.NetworkLink
-	(*InitRequest)(nil),              // 14: cairn.machine.v1alpha1.InitRequest
-	(*JoinRequest)(nil),              // 15: cairn.machine.v1alpha1.JoinRequest
-	(*PlanRequest)(nil),              // 16: cairn.machine.v1alpha1.PlanRequest
-	(*PlanResponse)(nil),             // 17: cairn.machine.v1alpha1.PlanResponse
-	(*PlanStep)(nil),                 // 18: cairn.machine.v1alpha1.PlanStep
-	(*RebootRequest)(nil),            // 19: cairn.machine.v1alpha1.RebootRequest
-	(*RebootResponse)(nil),           // 20: cairn.machine.v1alpha1.RebootResponse
-	(*ShutdownRequest)(nil),          // 21: cairn.machine.v1alpha1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 22: cairn.machine.v1alpha1.ShutdownResponse
-	(*ResetRequest)(nil),             // 23: cairn.machine.v1alpha1.ResetRequest
-	(*ResetResponse)(nil),            // 24: cairn.machine.v1alpha1.ResetResponse
-	(*UpgradeRequest)(nil),           // 25: cairn.machine.v1alpha1.UpgradeRequest
-	(*UpgradeHeader)(nil),            // 26: cairn.machine.v1alpha1.UpgradeHeader
-	(*InstallRequest)(nil),           // 27: cairn.machine.v1alpha1.InstallRequest
-	(*DiskSelector)(nil),             // 28: cairn.machine.v1alpha1.DiskSelector
-	(*RollbackRequest)(nil),          // 29: cairn.machine.v1alpha1.RollbackRequest
-	(*RollbackResponse)(nil),         // 30: cairn.machine.v1alpha1.RollbackResponse
-	(*EventsRequest)(nil),            // 31: cairn.machine.v1alpha1.EventsRequest
-	(*Event)(nil),                    // 32: cairn.machine.v1alpha1.Event
-	(*LogsRequest)(nil),              // 33: cairn.machine.v1alpha1.LogsRequest
-	(*DmesgRequest)(nil),             // 34: cairn.machine.v1alpha1.DmesgRequest
-	(*LogLine)(nil),                  // 35: cairn.machine.v1alpha1.LogLine
-	(*ServicesRequest)(nil),          // 36: cairn.machine.v1alpha1.ServicesRequest
-	(*ServicesResponse)(nil),         // 37: cairn.machine.v1alpha1.ServicesResponse
-	(*Service)(nil),                  // 38: cairn.machine.v1alpha1.Service
-	(*ServiceRequest)(nil),           // 39: cairn.machine.v1alpha1.ServiceRequest
-	(*ServiceResponse)(nil),          // 40: cairn.machine.v1alpha1.ServiceResponse
-	(*DisksRequest)(nil),             // 41: cairn.machine.v1alpha1.DisksRequest
-	(*DisksResponse)(nil),            // 42: cairn.machine.v1alpha1.DisksResponse
-	(*Disk)(nil),                     // 43: cairn.machine.v1alpha1.Disk
-	(*Partition)(nil),                // 44: cairn.machine.v1alpha1.Partition
-	(*Signature)(nil),                // 45: cairn.machine.v1alpha1.Signature
-	(*MountsRequest)(nil),            // 46: cairn.machine.v1alpha1.MountsRequest
-	(*MountsResponse)(nil),           // 47: cairn.machine.v1alpha1.MountsResponse
-	(*Mount)(nil),                    // 48: cairn.machine.v1alpha1.Mount
-	(*HealthRequest)(nil),            // 49: cairn.machine.v1alpha1.HealthRequest
-	(*HealthResponse)(nil),           // 50: cairn.machine.v1alpha1.HealthResponse
-	(*HealthCheck)(nil),              // 51: cairn.machine.v1alpha1.HealthCheck
-	(*KubeconfigRequest)(nil),        // 52: cairn.machine.v1alpha1.KubeconfigRequest
-	(*KubeconfigResponse)(nil),       // 53: cairn.machine.v1alpha1.KubeconfigResponse
-	(*EtcdMembersRequest)(nil),       // 54: cairn.machine.v1alpha1.EtcdMembersRequest
-	(*EtcdMembersResponse)(nil),      // 55: cairn.machine.v1alpha1.EtcdMembersResponse
-	(*EtcdMember)(nil),               // 56: cairn.machine.v1alpha1.EtcdMember
-	(*EtcdRemoveMemberRequest)(nil),  // 57: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	(*EtcdRemoveMemberResponse)(nil), // 58: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	(*CertificatesRequest)(nil),      // 59: cairn.machine.v1alpha1.CertificatesRequest
-	(*CertificatesResponse)(nil),     // 60: cairn.machine.v1alpha1.CertificatesResponse
-	(*Certificate)(nil),              // 61: cairn.machine.v1alpha1.Certificate
-	(*EtcdSnapshotRequest)(nil),      // 62: cairn.machine.v1alpha1.EtcdSnapshotRequest
-	(*DataChunk)(nil),                // 63: cairn.machine.v1alpha1.DataChunk
-	(*CreateJoinTokenRequest)(nil),   // 64: cairn.machine.v1alpha1.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil),  // 65: cairn.machine.v1alpha1.CreateJoinTokenResponse
-	(*ListJoinTokensRequest)(nil),    // 66: cairn.machine.v1alpha1.ListJoinTokensRequest
-	(*ListJoinTokensResponse)(nil),   // 67: cairn.machine.v1alpha1.ListJoinTokensResponse
-	(*JoinTokenInfo)(nil),            // 68: cairn.machine.v1alpha1.JoinTokenInfo
-	(*RevokeJoinTokenRequest)(nil),   // 69: cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	(*RevokeJoinTokenResponse)(nil),  // 70: cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	(*ImageImportRequest)(nil),       // 71: cairn.machine.v1alpha1.ImageImportRequest
-	(*ImageImportHeader)(nil),        // 72: cairn.machine.v1alpha1.ImageImportHeader
-	(*ImageImportResponse)(nil),      // 73: cairn.machine.v1alpha1.ImageImportResponse
-	(*ImageImportProgress)(nil),      // 74: cairn.machine.v1alpha1.ImageImportProgress
-	(*ImageImportResult)(nil),        // 75: cairn.machine.v1alpha1.ImageImportResult
-	(*Image)(nil),                    // 76: cairn.machine.v1alpha1.Image
-	(*ImageListRequest)(nil),         // 77: cairn.machine.v1alpha1.ImageListRequest
-	(*ImageListResponse)(nil),        // 78: cairn.machine.v1alpha1.ImageListResponse
-	(*ImageRemoveRequest)(nil),       // 79: cairn.machine.v1alpha1.ImageRemoveRequest
-	(*ImageRemoveResponse)(nil),      // 80: cairn.machine.v1alpha1.ImageRemoveResponse
-	(*ProfileRequest)(nil),           // 81: cairn.machine.v1alpha1.ProfileRequest
-	(*WatchdogStopRequest)(nil),      // 82: cairn.machine.v1alpha1.WatchdogStopRequest
-	(*WatchdogStopResponse)(nil),     // 83: cairn.machine.v1alpha1.WatchdogStopResponse
-	(*GetConfigRequest)(nil),         // 84: cairn.machine.v1alpha1.GetConfigRequest
-	(*GetConfigResponse)(nil),        // 85: cairn.machine.v1alpha1.GetConfigResponse
-	(*ApplyConfigRequest)(nil),       // 86: cairn.machine.v1alpha1.ApplyConfigRequest
-	(*ConfigHistoryRequest)(nil),     // 87: cairn.machine.v1alpha1.ConfigHistoryRequest
-	(*ConfigHistoryEntry)(nil),       // 88: cairn.machine.v1alpha1.ConfigHistoryEntry
-	(*ConfigHistoryResponse)(nil),    // 89: cairn.machine.v1alpha1.ConfigHistoryResponse
-	(*timestamppb.Timestamp)(nil),    // 90: google.protobuf.Timestamp
+	(*TPMAttestRequest)(nil),         // 10: cairn.machine.v1alpha1.TPMAttestRequest
+	(*TPMAttestResponse)(nil),        // 11: cairn.machine.v1alpha1.TPMAttestResponse
+	(*TPMStatus)(nil),                // 12: cairn.machine.v1alpha1.TPMStatus
+	(*ClockStatus)(nil),              // 13: cairn.machine.v1alpha1.ClockStatus
+	(*NetworkStatus)(nil),            // 14: cairn.machine.v1alpha1.NetworkStatus
+	(*NetworkLink)(nil),              // 15: cairn.machine.v1alpha1.NetworkLink
+	(*InitRequest)(nil),              // 16: cairn.machine.v1alpha1.InitRequest
+	(*JoinRequest)(nil),              // 17: cairn.machine.v1alpha1.JoinRequest
+	(*PlanRequest)(nil),              // 18: cairn.machine.v1alpha1.PlanRequest
+	(*PlanResponse)(nil),             // 19: cairn.machine.v1alpha1.PlanResponse
+	(*PlanStep)(nil),                 // 20: cairn.machine.v1alpha1.PlanStep
+	(*RebootRequest)(nil),            // 21: cairn.machine.v1alpha1.RebootRequest
+	(*RebootResponse)(nil),           // 22: cairn.machine.v1alpha1.RebootResponse
+	(*ShutdownRequest)(nil),          // 23: cairn.machine.v1alpha1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 24: cairn.machine.v1alpha1.ShutdownResponse
+	(*ResetRequest)(nil),             // 25: cairn.machine.v1alpha1.ResetRequest
+	(*ResetResponse)(nil),            // 26: cairn.machine.v1alpha1.ResetResponse
+	(*UpgradeRequest)(nil),           // 27: cairn.machine.v1alpha1.UpgradeRequest
+	(*UpgradeHeader)(nil),            // 28: cairn.machine.v1alpha1.UpgradeHeader
+	(*InstallRequest)(nil),           // 29: cairn.machine.v1alpha1.InstallRequest
+	(*DiskSelector)(nil),             // 30: cairn.machine.v1alpha1.DiskSelector
+	(*RollbackRequest)(nil),          // 31: cairn.machine.v1alpha1.RollbackRequest
+	(*RollbackResponse)(nil),         // 32: cairn.machine.v1alpha1.RollbackResponse
+	(*EventsRequest)(nil),            // 33: cairn.machine.v1alpha1.EventsRequest
+	(*Event)(nil),                    // 34: cairn.machine.v1alpha1.Event
+	(*LogsRequest)(nil),              // 35: cairn.machine.v1alpha1.LogsRequest
+	(*DmesgRequest)(nil),             // 36: cairn.machine.v1alpha1.DmesgRequest
+	(*LogLine)(nil),                  // 37: cairn.machine.v1alpha1.LogLine
+	(*ServicesRequest)(nil),          // 38: cairn.machine.v1alpha1.ServicesRequest
+	(*ServicesResponse)(nil),         // 39: cairn.machine.v1alpha1.ServicesResponse
+	(*Service)(nil),                  // 40: cairn.machine.v1alpha1.Service
+	(*ServiceRequest)(nil),           // 41: cairn.machine.v1alpha1.ServiceRequest
+	(*ServiceResponse)(nil),          // 42: cairn.machine.v1alpha1.ServiceResponse
+	(*DisksRequest)(nil),             // 43: cairn.machine.v1alpha1.DisksRequest
+	(*DisksResponse)(nil),            // 44: cairn.machine.v1alpha1.DisksResponse
+	(*Disk)(nil),                     // 45: cairn.machine.v1alpha1.Disk
+	(*Partition)(nil),                // 46: cairn.machine.v1alpha1.Partition
+	(*Signature)(nil),                // 47: cairn.machine.v1alpha1.Signature
+	(*MountsRequest)(nil),            // 48: cairn.machine.v1alpha1.MountsRequest
+	(*MountsResponse)(nil),           // 49: cairn.machine.v1alpha1.MountsResponse
+	(*Mount)(nil),                    // 50: cairn.machine.v1alpha1.Mount
+	(*HealthRequest)(nil),            // 51: cairn.machine.v1alpha1.HealthRequest
+	(*HealthResponse)(nil),           // 52: cairn.machine.v1alpha1.HealthResponse
+	(*HealthCheck)(nil),              // 53: cairn.machine.v1alpha1.HealthCheck
+	(*KubeconfigRequest)(nil),        // 54: cairn.machine.v1alpha1.KubeconfigRequest
+	(*KubeconfigResponse)(nil),       // 55: cairn.machine.v1alpha1.KubeconfigResponse
+	(*EtcdMembersRequest)(nil),       // 56: cairn.machine.v1alpha1.EtcdMembersRequest
+	(*EtcdMembersResponse)(nil),      // 57: cairn.machine.v1alpha1.EtcdMembersResponse
+	(*EtcdMember)(nil),               // 58: cairn.machine.v1alpha1.EtcdMember
+	(*EtcdRemoveMemberRequest)(nil),  // 59: cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	(*EtcdRemoveMemberResponse)(nil), // 60: cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	(*CertificatesRequest)(nil),      // 61: cairn.machine.v1alpha1.CertificatesRequest
+	(*CertificatesResponse)(nil),     // 62: cairn.machine.v1alpha1.CertificatesResponse
+	(*Certificate)(nil),              // 63: cairn.machine.v1alpha1.Certificate
+	(*EtcdSnapshotRequest)(nil),      // 64: cairn.machine.v1alpha1.EtcdSnapshotRequest
+	(*DataChunk)(nil),                // 65: cairn.machine.v1alpha1.DataChunk
+	(*CreateJoinTokenRequest)(nil),   // 66: cairn.machine.v1alpha1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),  // 67: cairn.machine.v1alpha1.CreateJoinTokenResponse
+	(*ListJoinTokensRequest)(nil),    // 68: cairn.machine.v1alpha1.ListJoinTokensRequest
+	(*ListJoinTokensResponse)(nil),   // 69: cairn.machine.v1alpha1.ListJoinTokensResponse
+	(*JoinTokenInfo)(nil),            // 70: cairn.machine.v1alpha1.JoinTokenInfo
+	(*RevokeJoinTokenRequest)(nil),   // 71: cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	(*RevokeJoinTokenResponse)(nil),  // 72: cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	(*ImageImportRequest)(nil),       // 73: cairn.machine.v1alpha1.ImageImportRequest
+	(*ImageImportHeader)(nil),        // 74: cairn.machine.v1alpha1.ImageImportHeader
+	(*ImageImportResponse)(nil),      // 75: cairn.machine.v1alpha1.ImageImportResponse
+	(*ImageImportProgress)(nil),      // 76: cairn.machine.v1alpha1.ImageImportProgress
+	(*ImageImportResult)(nil),        // 77: cairn.machine.v1alpha1.ImageImportResult
+	(*Image)(nil),                    // 78: cairn.machine.v1alpha1.Image
+	(*ImageListRequest)(nil),         // 79: cairn.machine.v1alpha1.ImageListRequest
+	(*ImageListResponse)(nil),        // 80: cairn.machine.v1alpha1.ImageListResponse
+	(*ImageRemoveRequest)(nil),       // 81: cairn.machine.v1alpha1.ImageRemoveRequest
+	(*ImageRemoveResponse)(nil),      // 82: cairn.machine.v1alpha1.ImageRemoveResponse
+	(*ProfileRequest)(nil),           // 83: cairn.machine.v1alpha1.ProfileRequest
+	(*WatchdogStopRequest)(nil),      // 84: cairn.machine.v1alpha1.WatchdogStopRequest
+	(*WatchdogStopResponse)(nil),     // 85: cairn.machine.v1alpha1.WatchdogStopResponse
+	(*GetConfigRequest)(nil),         // 86: cairn.machine.v1alpha1.GetConfigRequest
+	(*GetConfigResponse)(nil),        // 87: cairn.machine.v1alpha1.GetConfigResponse
+	(*ApplyConfigRequest)(nil),       // 88: cairn.machine.v1alpha1.ApplyConfigRequest
+	(*ConfigHistoryRequest)(nil),     // 89: cairn.machine.v1alpha1.ConfigHistoryRequest
+	(*ConfigHistoryEntry)(nil),       // 90: cairn.machine.v1alpha1.ConfigHistoryEntry
+	(*ConfigHistoryResponse)(nil),    // 91: cairn.machine.v1alpha1.ConfigHistoryResponse
+	(*timestamppb.Timestamp)(nil),    // 92: google.protobuf.Timestamp
+	(*ChallengeResponse)(nil),        // 93: cairn.machine.v1alpha1.ChallengeResponse
+	(*ChallengeRequest)(nil),         // 94: cairn.machine.v1alpha1.ChallengeRequest
+	(*Attestation)(nil),              // 95: cairn.machine.v1alpha1.Attestation
 }
 var file_machine_proto_depIdxs = []int32{
 	2,  // 0: cairn.machine.v1alpha1.VersionResponse.slots:type_name -> cairn.machine.v1alpha1.BootSlot
-	90, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
-	12, // 2: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
-	11, // 3: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
-	10, // 4: cairn.machine.v1alpha1.StatusResponse.tpm:type_name -> cairn.machine.v1alpha1.TPMStatus
+	92, // 1: cairn.machine.v1alpha1.StatusResponse.boot_time:type_name -> google.protobuf.Timestamp
+	14, // 2: cairn.machine.v1alpha1.StatusResponse.network:type_name -> cairn.machine.v1alpha1.NetworkStatus
+	13, // 3: cairn.machine.v1alpha1.StatusResponse.clock:type_name -> cairn.machine.v1alpha1.ClockStatus
+	12, // 4: cairn.machine.v1alpha1.StatusResponse.tpm:type_name -> cairn.machine.v1alpha1.TPMStatus
 	5,  // 5: cairn.machine.v1alpha1.StatusResponse.platform:type_name -> cairn.machine.v1alpha1.PlatformStatus
-	90, // 6: cairn.machine.v1alpha1.TPMMeasurement.time:type_name -> google.protobuf.Timestamp
+	92, // 6: cairn.machine.v1alpha1.TPMMeasurement.time:type_name -> google.protobuf.Timestamp
 	7,  // 7: cairn.machine.v1alpha1.TPMPCRsResponse.pcrs:type_name -> cairn.machine.v1alpha1.TPMPCR
 	8,  // 8: cairn.machine.v1alpha1.TPMPCRsResponse.log:type_name -> cairn.machine.v1alpha1.TPMMeasurement
-	90, // 9: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
-	13, // 10: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
-	18, // 11: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
-	26, // 12: cairn.machine.v1alpha1.UpgradeRequest.header:type_name -> cairn.machine.v1alpha1.UpgradeHeader
-	28, // 13: cairn.machine.v1alpha1.InstallRequest.disk:type_name -> cairn.machine.v1alpha1.DiskSelector
-	90, // 14: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
-	90, // 15: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
-	90, // 16: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
-	38, // 17: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
-	90, // 18: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
-	38, // 19: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
-	43, // 20: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
-	45, // 21: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	44, // 22: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
-	45, // 23: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
-	48, // 24: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
-	51, // 25: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
-	56, // 26: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	56, // 27: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
-	56, // 28: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
-	61, // 29: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
-	90, // 30: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
-	90, // 31: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	90, // 32: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
-	90, // 33: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	68, // 34: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
-	90, // 35: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
-	72, // 36: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
-	74, // 37: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
-	75, // 38: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
-	76, // 39: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
-	76, // 40: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
-	90, // 41: cairn.machine.v1alpha1.ConfigHistoryEntry.time:type_name -> google.protobuf.Timestamp
-	88, // 42: cairn.machine.v1alpha1.ConfigHistoryResponse.entries:type_name -> cairn.machine.v1alpha1.ConfigHistoryEntry
-	0,  // 43: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
-	3,  // 44: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
-	14, // 45: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
-	15, // 46: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
-	16, // 47: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
-	19, // 48: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
-	21, // 49: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
-	23, // 50: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
-	25, // 51: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
-	29, // 52: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
-	27, // 53: cairn.machine.v1alpha1.Machine.Install:input_type -> cairn.machine.v1alpha1.InstallRequest
-	31, // 54: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
-	33, // 55: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
-	34, // 56: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
-	36, // 57: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
-	41, // 58: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
-	46, // 59: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
-	49, // 60: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
-	39, // 61: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	39, // 62: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	39, // 63: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
-	52, // 64: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
-	54, // 65: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
-	62, // 66: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
-	57, // 67: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
-	84, // 68: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
-	86, // 69: cairn.machine.v1alpha1.Machine.ApplyConfig:input_type -> cairn.machine.v1alpha1.ApplyConfigRequest
-	87, // 70: cairn.machine.v1alpha1.Machine.ConfigHistory:input_type -> cairn.machine.v1alpha1.ConfigHistoryRequest
-	6,  // 71: cairn.machine.v1alpha1.Machine.TPMPCRs:input_type -> cairn.machine.v1alpha1.TPMPCRsRequest
-	59, // 72: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
-	64, // 73: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
-	66, // 74: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
-	69, // 75: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
-	71, // 76: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
-	77, // 77: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
-	79, // 78: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
-	81, // 79: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
-	82, // 80: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
-	1,  // 81: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
-	4,  // 82: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
-	32, // 83: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
-	32, // 84: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
-	17, // 85: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
-	20, // 86: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
-	22, // 87: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
-	24, // 88: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
-	32, // 89: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
-	30, // 90: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
-	32, // 91: cairn.machine.v1alpha1.Machine.Install:output_type -> cairn.machine.v1alpha1.Event
-	32, // 92: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
-	35, // 93: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
-	35, // 94: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
-	37, // 95: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
-	42, // 96: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
-	47, // 97: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
-	50, // 98: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
-	40, // 99: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	40, // 100: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	40, // 101: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
-	53, // 102: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
-	55, // 103: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
-	63, // 104: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
-	58, // 105: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
-	85, // 106: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
-	32, // 107: cairn.machine.v1alpha1.Machine.ApplyConfig:output_type -> cairn.machine.v1alpha1.Event
-	89, // 108: cairn.machine.v1alpha1.Machine.ConfigHistory:output_type -> cairn.machine.v1alpha1.ConfigHistoryResponse
-	9,  // 109: cairn.machine.v1alpha1.Machine.TPMPCRs:output_type -> cairn.machine.v1alpha1.TPMPCRsResponse
-	60, // 110: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
-	65, // 111: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
-	67, // 112: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
-	70, // 113: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
-	73, // 114: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
-	78, // 115: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
-	80, // 116: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
-	63, // 117: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
-	83, // 118: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
-	81, // [81:119] is the sub-list for method output_type
-	43, // [43:81] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	93, // 9: cairn.machine.v1alpha1.TPMAttestRequest.challenge:type_name -> cairn.machine.v1alpha1.ChallengeResponse
+	94, // 10: cairn.machine.v1alpha1.TPMAttestResponse.keys:type_name -> cairn.machine.v1alpha1.ChallengeRequest
+	95, // 11: cairn.machine.v1alpha1.TPMAttestResponse.attestation:type_name -> cairn.machine.v1alpha1.Attestation
+	92, // 12: cairn.machine.v1alpha1.ClockStatus.last_sync:type_name -> google.protobuf.Timestamp
+	15, // 13: cairn.machine.v1alpha1.NetworkStatus.links:type_name -> cairn.machine.v1alpha1.NetworkLink
+	20, // 14: cairn.machine.v1alpha1.PlanResponse.steps:type_name -> cairn.machine.v1alpha1.PlanStep
+	28, // 15: cairn.machine.v1alpha1.UpgradeRequest.header:type_name -> cairn.machine.v1alpha1.UpgradeHeader
+	30, // 16: cairn.machine.v1alpha1.InstallRequest.disk:type_name -> cairn.machine.v1alpha1.DiskSelector
+	92, // 17: cairn.machine.v1alpha1.Event.time:type_name -> google.protobuf.Timestamp
+	92, // 18: cairn.machine.v1alpha1.Event.started:type_name -> google.protobuf.Timestamp
+	92, // 19: cairn.machine.v1alpha1.LogLine.time:type_name -> google.protobuf.Timestamp
+	40, // 20: cairn.machine.v1alpha1.ServicesResponse.services:type_name -> cairn.machine.v1alpha1.Service
+	92, // 21: cairn.machine.v1alpha1.Service.since:type_name -> google.protobuf.Timestamp
+	40, // 22: cairn.machine.v1alpha1.ServiceResponse.service:type_name -> cairn.machine.v1alpha1.Service
+	45, // 23: cairn.machine.v1alpha1.DisksResponse.disks:type_name -> cairn.machine.v1alpha1.Disk
+	47, // 24: cairn.machine.v1alpha1.Disk.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	46, // 25: cairn.machine.v1alpha1.Disk.partitions:type_name -> cairn.machine.v1alpha1.Partition
+	47, // 26: cairn.machine.v1alpha1.Partition.signatures:type_name -> cairn.machine.v1alpha1.Signature
+	50, // 27: cairn.machine.v1alpha1.MountsResponse.mounts:type_name -> cairn.machine.v1alpha1.Mount
+	53, // 28: cairn.machine.v1alpha1.HealthResponse.checks:type_name -> cairn.machine.v1alpha1.HealthCheck
+	58, // 29: cairn.machine.v1alpha1.EtcdMembersResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	58, // 30: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.removed:type_name -> cairn.machine.v1alpha1.EtcdMember
+	58, // 31: cairn.machine.v1alpha1.EtcdRemoveMemberResponse.members:type_name -> cairn.machine.v1alpha1.EtcdMember
+	63, // 32: cairn.machine.v1alpha1.CertificatesResponse.certificates:type_name -> cairn.machine.v1alpha1.Certificate
+	92, // 33: cairn.machine.v1alpha1.Certificate.not_before:type_name -> google.protobuf.Timestamp
+	92, // 34: cairn.machine.v1alpha1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	92, // 35: cairn.machine.v1alpha1.Certificate.renew_at:type_name -> google.protobuf.Timestamp
+	92, // 36: cairn.machine.v1alpha1.CreateJoinTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	70, // 37: cairn.machine.v1alpha1.ListJoinTokensResponse.tokens:type_name -> cairn.machine.v1alpha1.JoinTokenInfo
+	92, // 38: cairn.machine.v1alpha1.JoinTokenInfo.expires:type_name -> google.protobuf.Timestamp
+	74, // 39: cairn.machine.v1alpha1.ImageImportRequest.header:type_name -> cairn.machine.v1alpha1.ImageImportHeader
+	76, // 40: cairn.machine.v1alpha1.ImageImportResponse.progress:type_name -> cairn.machine.v1alpha1.ImageImportProgress
+	77, // 41: cairn.machine.v1alpha1.ImageImportResponse.result:type_name -> cairn.machine.v1alpha1.ImageImportResult
+	78, // 42: cairn.machine.v1alpha1.ImageImportResult.images:type_name -> cairn.machine.v1alpha1.Image
+	78, // 43: cairn.machine.v1alpha1.ImageListResponse.images:type_name -> cairn.machine.v1alpha1.Image
+	92, // 44: cairn.machine.v1alpha1.ConfigHistoryEntry.time:type_name -> google.protobuf.Timestamp
+	90, // 45: cairn.machine.v1alpha1.ConfigHistoryResponse.entries:type_name -> cairn.machine.v1alpha1.ConfigHistoryEntry
+	0,  // 46: cairn.machine.v1alpha1.Machine.Version:input_type -> cairn.machine.v1alpha1.VersionRequest
+	3,  // 47: cairn.machine.v1alpha1.Machine.Status:input_type -> cairn.machine.v1alpha1.StatusRequest
+	16, // 48: cairn.machine.v1alpha1.Machine.Init:input_type -> cairn.machine.v1alpha1.InitRequest
+	17, // 49: cairn.machine.v1alpha1.Machine.Join:input_type -> cairn.machine.v1alpha1.JoinRequest
+	18, // 50: cairn.machine.v1alpha1.Machine.Plan:input_type -> cairn.machine.v1alpha1.PlanRequest
+	21, // 51: cairn.machine.v1alpha1.Machine.Reboot:input_type -> cairn.machine.v1alpha1.RebootRequest
+	23, // 52: cairn.machine.v1alpha1.Machine.Shutdown:input_type -> cairn.machine.v1alpha1.ShutdownRequest
+	25, // 53: cairn.machine.v1alpha1.Machine.Reset:input_type -> cairn.machine.v1alpha1.ResetRequest
+	27, // 54: cairn.machine.v1alpha1.Machine.Upgrade:input_type -> cairn.machine.v1alpha1.UpgradeRequest
+	31, // 55: cairn.machine.v1alpha1.Machine.Rollback:input_type -> cairn.machine.v1alpha1.RollbackRequest
+	29, // 56: cairn.machine.v1alpha1.Machine.Install:input_type -> cairn.machine.v1alpha1.InstallRequest
+	33, // 57: cairn.machine.v1alpha1.Machine.Events:input_type -> cairn.machine.v1alpha1.EventsRequest
+	35, // 58: cairn.machine.v1alpha1.Machine.Logs:input_type -> cairn.machine.v1alpha1.LogsRequest
+	36, // 59: cairn.machine.v1alpha1.Machine.Dmesg:input_type -> cairn.machine.v1alpha1.DmesgRequest
+	38, // 60: cairn.machine.v1alpha1.Machine.Services:input_type -> cairn.machine.v1alpha1.ServicesRequest
+	43, // 61: cairn.machine.v1alpha1.Machine.Disks:input_type -> cairn.machine.v1alpha1.DisksRequest
+	48, // 62: cairn.machine.v1alpha1.Machine.Mounts:input_type -> cairn.machine.v1alpha1.MountsRequest
+	51, // 63: cairn.machine.v1alpha1.Machine.Health:input_type -> cairn.machine.v1alpha1.HealthRequest
+	41, // 64: cairn.machine.v1alpha1.Machine.ServiceStart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	41, // 65: cairn.machine.v1alpha1.Machine.ServiceStop:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	41, // 66: cairn.machine.v1alpha1.Machine.ServiceRestart:input_type -> cairn.machine.v1alpha1.ServiceRequest
+	54, // 67: cairn.machine.v1alpha1.Machine.Kubeconfig:input_type -> cairn.machine.v1alpha1.KubeconfigRequest
+	56, // 68: cairn.machine.v1alpha1.Machine.EtcdMembers:input_type -> cairn.machine.v1alpha1.EtcdMembersRequest
+	64, // 69: cairn.machine.v1alpha1.Machine.EtcdSnapshot:input_type -> cairn.machine.v1alpha1.EtcdSnapshotRequest
+	59, // 70: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:input_type -> cairn.machine.v1alpha1.EtcdRemoveMemberRequest
+	86, // 71: cairn.machine.v1alpha1.Machine.GetConfig:input_type -> cairn.machine.v1alpha1.GetConfigRequest
+	88, // 72: cairn.machine.v1alpha1.Machine.ApplyConfig:input_type -> cairn.machine.v1alpha1.ApplyConfigRequest
+	89, // 73: cairn.machine.v1alpha1.Machine.ConfigHistory:input_type -> cairn.machine.v1alpha1.ConfigHistoryRequest
+	6,  // 74: cairn.machine.v1alpha1.Machine.TPMPCRs:input_type -> cairn.machine.v1alpha1.TPMPCRsRequest
+	10, // 75: cairn.machine.v1alpha1.Machine.TPMAttest:input_type -> cairn.machine.v1alpha1.TPMAttestRequest
+	61, // 76: cairn.machine.v1alpha1.Machine.Certificates:input_type -> cairn.machine.v1alpha1.CertificatesRequest
+	66, // 77: cairn.machine.v1alpha1.Machine.CreateJoinToken:input_type -> cairn.machine.v1alpha1.CreateJoinTokenRequest
+	68, // 78: cairn.machine.v1alpha1.Machine.ListJoinTokens:input_type -> cairn.machine.v1alpha1.ListJoinTokensRequest
+	71, // 79: cairn.machine.v1alpha1.Machine.RevokeJoinToken:input_type -> cairn.machine.v1alpha1.RevokeJoinTokenRequest
+	73, // 80: cairn.machine.v1alpha1.Machine.ImageImport:input_type -> cairn.machine.v1alpha1.ImageImportRequest
+	79, // 81: cairn.machine.v1alpha1.Machine.ImageList:input_type -> cairn.machine.v1alpha1.ImageListRequest
+	81, // 82: cairn.machine.v1alpha1.Machine.ImageRemove:input_type -> cairn.machine.v1alpha1.ImageRemoveRequest
+	83, // 83: cairn.machine.v1alpha1.Machine.Profile:input_type -> cairn.machine.v1alpha1.ProfileRequest
+	84, // 84: cairn.machine.v1alpha1.Machine.WatchdogStop:input_type -> cairn.machine.v1alpha1.WatchdogStopRequest
+	1,  // 85: cairn.machine.v1alpha1.Machine.Version:output_type -> cairn.machine.v1alpha1.VersionResponse
+	4,  // 86: cairn.machine.v1alpha1.Machine.Status:output_type -> cairn.machine.v1alpha1.StatusResponse
+	34, // 87: cairn.machine.v1alpha1.Machine.Init:output_type -> cairn.machine.v1alpha1.Event
+	34, // 88: cairn.machine.v1alpha1.Machine.Join:output_type -> cairn.machine.v1alpha1.Event
+	19, // 89: cairn.machine.v1alpha1.Machine.Plan:output_type -> cairn.machine.v1alpha1.PlanResponse
+	22, // 90: cairn.machine.v1alpha1.Machine.Reboot:output_type -> cairn.machine.v1alpha1.RebootResponse
+	24, // 91: cairn.machine.v1alpha1.Machine.Shutdown:output_type -> cairn.machine.v1alpha1.ShutdownResponse
+	26, // 92: cairn.machine.v1alpha1.Machine.Reset:output_type -> cairn.machine.v1alpha1.ResetResponse
+	34, // 93: cairn.machine.v1alpha1.Machine.Upgrade:output_type -> cairn.machine.v1alpha1.Event
+	32, // 94: cairn.machine.v1alpha1.Machine.Rollback:output_type -> cairn.machine.v1alpha1.RollbackResponse
+	34, // 95: cairn.machine.v1alpha1.Machine.Install:output_type -> cairn.machine.v1alpha1.Event
+	34, // 96: cairn.machine.v1alpha1.Machine.Events:output_type -> cairn.machine.v1alpha1.Event
+	37, // 97: cairn.machine.v1alpha1.Machine.Logs:output_type -> cairn.machine.v1alpha1.LogLine
+	37, // 98: cairn.machine.v1alpha1.Machine.Dmesg:output_type -> cairn.machine.v1alpha1.LogLine
+	39, // 99: cairn.machine.v1alpha1.Machine.Services:output_type -> cairn.machine.v1alpha1.ServicesResponse
+	44, // 100: cairn.machine.v1alpha1.Machine.Disks:output_type -> cairn.machine.v1alpha1.DisksResponse
+	49, // 101: cairn.machine.v1alpha1.Machine.Mounts:output_type -> cairn.machine.v1alpha1.MountsResponse
+	52, // 102: cairn.machine.v1alpha1.Machine.Health:output_type -> cairn.machine.v1alpha1.HealthResponse
+	42, // 103: cairn.machine.v1alpha1.Machine.ServiceStart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	42, // 104: cairn.machine.v1alpha1.Machine.ServiceStop:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	42, // 105: cairn.machine.v1alpha1.Machine.ServiceRestart:output_type -> cairn.machine.v1alpha1.ServiceResponse
+	55, // 106: cairn.machine.v1alpha1.Machine.Kubeconfig:output_type -> cairn.machine.v1alpha1.KubeconfigResponse
+	57, // 107: cairn.machine.v1alpha1.Machine.EtcdMembers:output_type -> cairn.machine.v1alpha1.EtcdMembersResponse
+	65, // 108: cairn.machine.v1alpha1.Machine.EtcdSnapshot:output_type -> cairn.machine.v1alpha1.DataChunk
+	60, // 109: cairn.machine.v1alpha1.Machine.EtcdRemoveMember:output_type -> cairn.machine.v1alpha1.EtcdRemoveMemberResponse
+	87, // 110: cairn.machine.v1alpha1.Machine.GetConfig:output_type -> cairn.machine.v1alpha1.GetConfigResponse
+	34, // 111: cairn.machine.v1alpha1.Machine.ApplyConfig:output_type -> cairn.machine.v1alpha1.Event
+	91, // 112: cairn.machine.v1alpha1.Machine.ConfigHistory:output_type -> cairn.machine.v1alpha1.ConfigHistoryResponse
+	9,  // 113: cairn.machine.v1alpha1.Machine.TPMPCRs:output_type -> cairn.machine.v1alpha1.TPMPCRsResponse
+	11, // 114: cairn.machine.v1alpha1.Machine.TPMAttest:output_type -> cairn.machine.v1alpha1.TPMAttestResponse
+	62, // 115: cairn.machine.v1alpha1.Machine.Certificates:output_type -> cairn.machine.v1alpha1.CertificatesResponse
+	67, // 116: cairn.machine.v1alpha1.Machine.CreateJoinToken:output_type -> cairn.machine.v1alpha1.CreateJoinTokenResponse
+	69, // 117: cairn.machine.v1alpha1.Machine.ListJoinTokens:output_type -> cairn.machine.v1alpha1.ListJoinTokensResponse
+	72, // 118: cairn.machine.v1alpha1.Machine.RevokeJoinToken:output_type -> cairn.machine.v1alpha1.RevokeJoinTokenResponse
+	75, // 119: cairn.machine.v1alpha1.Machine.ImageImport:output_type -> cairn.machine.v1alpha1.ImageImportResponse
+	80, // 120: cairn.machine.v1alpha1.Machine.ImageList:output_type -> cairn.machine.v1alpha1.ImageListResponse
+	82, // 121: cairn.machine.v1alpha1.Machine.ImageRemove:output_type -> cairn.machine.v1alpha1.ImageRemoveResponse
+	65, // 122: cairn.machine.v1alpha1.Machine.Profile:output_type -> cairn.machine.v1alpha1.DataChunk
+	85, // 123: cairn.machine.v1alpha1.Machine.WatchdogStop:output_type -> cairn.machine.v1alpha1.WatchdogStopResponse
+	85, // [85:124] is the sub-list for method output_type
+	46, // [46:85] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_machine_proto_init() }
@@ -6067,15 +6180,16 @@ func file_machine_proto_init() {
 	if File_machine_proto != nil {
 		return
 	}
-	file_machine_proto_msgTypes[25].OneofWrappers = []any{
+	file_join_proto_init()
+	file_machine_proto_msgTypes[27].OneofWrappers = []any{
 		(*UpgradeRequest_Header)(nil),
 		(*UpgradeRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[71].OneofWrappers = []any{
+	file_machine_proto_msgTypes[73].OneofWrappers = []any{
 		(*ImageImportRequest_Header)(nil),
 		(*ImageImportRequest_Data)(nil),
 	}
-	file_machine_proto_msgTypes[73].OneofWrappers = []any{
+	file_machine_proto_msgTypes[75].OneofWrappers = []any{
 		(*ImageImportResponse_Progress)(nil),
 		(*ImageImportResponse_Result)(nil),
 	}
@@ -6085,7 +6199,7 @@ func file_machine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machine_proto_rawDesc), len(file_machine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   90,
+			NumMessages:   92,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

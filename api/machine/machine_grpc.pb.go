@@ -53,6 +53,7 @@ const (
 	Machine_ApplyConfig_FullMethodName      = "/cairn.machine.v1alpha1.Machine/ApplyConfig"
 	Machine_ConfigHistory_FullMethodName    = "/cairn.machine.v1alpha1.Machine/ConfigHistory"
 	Machine_TPMPCRs_FullMethodName          = "/cairn.machine.v1alpha1.Machine/TPMPCRs"
+	Machine_TPMAttest_FullMethodName        = "/cairn.machine.v1alpha1.Machine/TPMAttest"
 	Machine_Certificates_FullMethodName     = "/cairn.machine.v1alpha1.Machine/Certificates"
 	Machine_CreateJoinToken_FullMethodName  = "/cairn.machine.v1alpha1.Machine/CreateJoinToken"
 	Machine_ListJoinTokens_FullMethodName   = "/cairn.machine.v1alpha1.Machine/ListJoinTokens"
@@ -124,6 +125,10 @@ type MachineClient interface {
 	// TPMPCRs reads the TPM's PCRs (SHA-256 bank) and this boot's measurement log. FailedPrecondition on a
 	// machine without a TPM.
 	TPMPCRs(ctx context.Context, in *TPMPCRsRequest, opts ...grpc.CallOption) (*TPMPCRsResponse, error)
+	// TPMAttest lets an operator's join (cairnctl join) relay the join service's TPM challenge: without a
+	// challenge it answers with the TPM's keys to ask one for; with one, with the attestation that answers
+	// it (a quote made with the challenge's nonce). FailedPrecondition on a machine without a TPM.
+	TPMAttest(ctx context.Context, in *TPMAttestRequest, opts ...grpc.CallOption) (*TPMAttestResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error)
@@ -527,6 +532,16 @@ func (c *machineClient) TPMPCRs(ctx context.Context, in *TPMPCRsRequest, opts ..
 	return out, nil
 }
 
+func (c *machineClient) TPMAttest(ctx context.Context, in *TPMAttestRequest, opts ...grpc.CallOption) (*TPMAttestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TPMAttestResponse)
+	err := c.cc.Invoke(ctx, Machine_TPMAttest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *machineClient) Certificates(ctx context.Context, in *CertificatesRequest, opts ...grpc.CallOption) (*CertificatesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CertificatesResponse)
@@ -689,6 +704,10 @@ type MachineServer interface {
 	// TPMPCRs reads the TPM's PCRs (SHA-256 bank) and this boot's measurement log. FailedPrecondition on a
 	// machine without a TPM.
 	TPMPCRs(context.Context, *TPMPCRsRequest) (*TPMPCRsResponse, error)
+	// TPMAttest lets an operator's join (cairnctl join) relay the join service's TPM challenge: without a
+	// challenge it answers with the TPM's keys to ask one for; with one, with the attestation that answers
+	// it (a quote made with the challenge's nonce). FailedPrecondition on a machine without a TPM.
+	TPMAttest(context.Context, *TPMAttestRequest) (*TPMAttestResponse, error)
 	// Certificates lists the node's Kubernetes certificates (its PKI directory and the client certificates
 	// of its kubeconfigs) with when each expires and when the node renews it. No key is ever returned.
 	Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error)
@@ -813,6 +832,9 @@ func (UnimplementedMachineServer) ConfigHistory(context.Context, *ConfigHistoryR
 }
 func (UnimplementedMachineServer) TPMPCRs(context.Context, *TPMPCRsRequest) (*TPMPCRsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TPMPCRs not implemented")
+}
+func (UnimplementedMachineServer) TPMAttest(context.Context, *TPMAttestRequest) (*TPMAttestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TPMAttest not implemented")
 }
 func (UnimplementedMachineServer) Certificates(context.Context, *CertificatesRequest) (*CertificatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Certificates not implemented")
@@ -1317,6 +1339,24 @@ func _Machine_TPMPCRs_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_TPMAttest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TPMAttestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineServer).TPMAttest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Machine_TPMAttest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineServer).TPMAttest(ctx, req.(*TPMAttestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Machine_Certificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CertificatesRequest)
 	if err := dec(in); err != nil {
@@ -1547,6 +1587,10 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TPMPCRs",
 			Handler:    _Machine_TPMPCRs_Handler,
+		},
+		{
+			MethodName: "TPMAttest",
+			Handler:    _Machine_TPMAttest_Handler,
 		},
 		{
 			MethodName: "Certificates",

@@ -12,7 +12,8 @@ import (
 // each with its own swtpm, the worker joining by itself from its kernel command line. Its join client
 // asks the join service for a challenge, its TPM recovers the credential and quotes PCR 15 with the
 // nonce, and the control plane checks the quote before the ticket: its ticket event says the node
-// attested. The refusals (no TPM where one is required, a PCR value the policy does not allow, a replayed
+// attested. A second worker joins by an operator's join (cluster add, cairnctl join), which relays its
+// TPM's attestation: its ticket event says so too. The refusals (no TPM where one is required, a PCR value the policy does not allow, a replayed
 // answer, a forged quote) are joinsvc's tests against the TPM simulator. Not in `make test`
 // (`make e2e-tpm`, CAIRN_E2E_TPM=1): two UEFI VMs under TCG take minutes.
 func TestAttestedJoin(t *testing.T) {
@@ -27,17 +28,33 @@ func TestAttestedJoin(t *testing.T) {
 	if len(c.Nodes) != 2 {
 		t.Fatalf("cluster has %d nodes after cluster add, want 2", len(c.Nodes))
 	}
-	w := c.Nodes[1]
+	checkAttested(t, c, c.Nodes[1].Name)
+
+	// An operator's join (cairnctl join, what cluster add does without --self-join) relays the worker's
+	// attestation: cairnctl asks the node's TPM for its keys, the join service for a challenge, and the
+	// node for the answer.
+	out = mustCtl(t, createTimeout, "cluster", "add", "--name", c.Name, "--state-dir", stateDir, "--image-dir", imageDir,
+		"--boot-timeout", bootTimeout.String())
+	t.Logf("cluster add (pushed join):\n%s", out)
+	c = &cluster{clusterInfo: listCluster(t, c.Name), cairnconfig: c.cairnconfig}
+	if len(c.Nodes) != 3 {
+		t.Fatalf("cluster has %d nodes after the second cluster add, want 3", len(c.Nodes))
+	}
+	checkAttested(t, c, c.Nodes[2].Name)
+	checkDestroy(t, c)
+}
+
+// checkAttested requires a ticket event of the first control plane saying node attested with its TPM.
+func checkAttested(t *testing.T, c *cluster, node string) {
+	t.Helper()
 	var tickets []string
-	attested := false
 	for _, e := range readEvents(t, c.mtls(0)) {
 		if e.Kind == "join" && e.Outcome == "ticket" {
 			tickets = append(tickets, e.Message)
-			attested = attested || strings.Contains(e.Message, w.Name) && strings.Contains(e.Message, "TPM attested (PCR 15")
+			if strings.Contains(e.Message, node) && strings.Contains(e.Message, "TPM attested (PCR 15") {
+				return
+			}
 		}
 	}
-	if !attested {
-		t.Errorf("no ticket event says %s attested with its TPM; tickets: %q", w.Name, tickets)
-	}
-	checkDestroy(t, c)
+	t.Errorf("no ticket event says %s attested with its TPM; tickets: %q", node, tickets)
 }

@@ -125,9 +125,14 @@ func Join(ctx context.Context, j Joiner, cfgYAML []byte, detach bool, event func
 	if name == "" {
 		name = st.Hostname
 	}
+	att, attErr := relayAttestation(ctx, j)
 	ticket, err := j.JoinService.RequestTicket(ctx, &machine.TicketRequest{
 		Token: tok.Token, NodeName: name, Addresses: nodeAddresses(cfg, st), MachinePublicKey: st.MachinePublicKey,
+		Attestation: att,
 	})
+	if err != nil && attErr != nil {
+		return fmt.Errorf("join service %s: request a ticket for %s: %w (and the node could not attest: %v)", j.JoinServiceName, name, err, attErr)
+	}
 	if err != nil {
 		return fmt.Errorf("join service %s: request a ticket for %s: %w", j.JoinServiceName, name, err)
 	}

@@ -153,6 +153,9 @@ type joinEnv struct {
 	otherCA bool
 	// wrongFingerprint pins a fingerprint the joining node's certificate does not have.
 	wrongFingerprint bool
+	// nodeServer and joinService, when set, serve in place of node and cp.
+	nodeServer  machine.MachineServer
+	joinService machine.JoinServiceServer
 }
 
 // newJoinEnv starts a control plane (machine API with mutual TLS, join service with TLS, both with a
@@ -197,7 +200,13 @@ func newJoinEnv(t *testing.T, edit func(*joinEnv)) *joinEnv {
 	cpAddr := serve(t, &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert},
 		func(s *grpc.Server) { machine.RegisterMachineServer(s, e.cp) })
 	joinAddr := serve(t, &tls.Config{Certificates: []tls.Certificate{joinCert}},
-		func(s *grpc.Server) { machine.RegisterJoinServiceServer(s, e.cp) })
+		func(s *grpc.Server) {
+			var js machine.JoinServiceServer = e.cp
+			if e.joinService != nil {
+				js = e.joinService
+			}
+			machine.RegisterJoinServiceServer(s, js)
+		})
 
 	maintCA, err := pki.NewCA("maintenance", time.Now())
 	if err != nil {
@@ -205,7 +214,13 @@ func newJoinEnv(t *testing.T, edit func(*joinEnv)) *joinEnv {
 	}
 	nodeCert := leaf(t, maintCA, pki.Request{CommonName: "maintenance", Server: true})
 	nodeAddr := serve(t, &tls.Config{Certificates: []tls.Certificate{nodeCert}},
-		func(s *grpc.Server) { machine.RegisterMachineServer(s, e.node) },
+		func(s *grpc.Server) {
+			var n machine.MachineServer = e.node
+			if e.nodeServer != nil {
+				n = e.nodeServer
+			}
+			machine.RegisterMachineServer(s, n)
+		},
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := e.node.auth(ctx); err != nil {
 				return nil, err

@@ -86,22 +86,39 @@ func (c *Client) attest(ctx context.Context, js machine.JoinServiceClient) (*mac
 		return nil, fmt.Errorf("attestation: %w", err)
 	}
 	defer k.Close()
-	id := k.Identity()
-	ch, err := js.Challenge(ctx, &machine.ChallengeRequest{EkPublic: id.EK, AkPublic: id.AK, EkCertificate: id.EKCert})
+	ch, err := js.Challenge(ctx, Keys(k))
 	if status.Code(err) == codes.Unimplemented {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("attestation: the join service's challenge: %w", err)
 	}
+	a, err := Answer(k, ch)
+	if err != nil {
+		return nil, fmt.Errorf("attestation: %w", err)
+	}
+	return a, nil
+}
+
+// Keys is what a node sends the join service to be challenged: its TPM's keys and EK certificate.
+func Keys(k Attester) *machine.ChallengeRequest {
+	id := k.Identity()
+	return &machine.ChallengeRequest{EkPublic: id.EK, AkPublic: id.AK, EkCertificate: id.EKCert}
+}
+
+// Answer is the attestation that answers the join service's challenge ch: the recovered credential and
+// a quote of the PCRs it names, made with its nonce. A node's own join sends it; an operator's join
+// (cairnctl join) relays it from the node's TPMAttest RPC.
+func Answer(k Attester, ch *machine.ChallengeResponse) (*machine.Attestation, error) {
 	pcrs := make([]int, 0, len(ch.Pcrs))
 	for _, p := range ch.Pcrs {
 		pcrs = append(pcrs, int(p))
 	}
 	ev, err := k.Respond(tpm.Challenge{Nonce: ch.Nonce, CredentialBlob: ch.CredentialBlob, Secret: ch.EncryptedSecret}, pcrs)
 	if err != nil {
-		return nil, fmt.Errorf("attestation: %w", err)
+		return nil, err
 	}
+	id := k.Identity()
 	a := &machine.Attestation{ChallengeId: ch.Id, EkPublic: id.EK, AkPublic: id.AK, Credential: ev.Credential,
 		Quote: ev.Attest, Signature: ev.Signature, Pcrs: map[uint32][]byte{}}
 	for i, v := range ev.PCRs {

@@ -63,6 +63,9 @@ var roles = map[string][]string{
 	// A profile shows machined's internals and may hold fragments of what it handled.
 	machine.Machine_Profile_FullMethodName:      admins,
 	machine.Machine_WatchdogStop_FullMethodName: admins,
+	// An operator's join relays the TPM's answer to the join service; on a configured node only admins
+	// make it quote.
+	machine.Machine_TPMAttest_FullMethodName: admins,
 
 	// Server reflection: any authenticated caller, so generic gRPC tools work.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      all,

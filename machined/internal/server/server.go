@@ -25,6 +25,7 @@ import (
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/joinsvc"
 	"github.com/cairn-os/cairn/machined/internal/node"
 	"github.com/cairn-os/cairn/machined/internal/nodelock"
 	"github.com/cairn-os/cairn/machined/internal/proc"
@@ -70,6 +71,9 @@ type Server struct {
 	TPM func() (tpm.State, bool)
 	// PCRs reads the TPM's PCRs and this boot's measurement log (nil in sandbox mode).
 	PCRs func(pcrs []int) ([][]byte, tpm.Log, error)
+	// Attest opens the TPM's attestation keys for TPMAttest (nil in sandbox mode; tpm.ErrNoTPM without a
+	// TPM).
+	Attest func() (joinsvc.Attester, error)
 	// Warnings are the node's conditions to show in status besides the node's own (a full volume);
 	// nil: none.
 	Warnings func() []string
