@@ -42,11 +42,7 @@ func TestThreeControlPlanes(t *testing.T) {
 
 	const subnet = "10.88.0."
 	vipAddr := netip.MustParseAddr(subnet + "100")
-	sw := etcdtest.NewNamespace(t, "sw")
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
-	must(t, sw.H.LinkAdd(br))
-	must(t, sw.H.AddrAdd(br, etcdtest.Addr(subnet+"1/24")))
-	must(t, sw.H.LinkSetUp(br))
+	sw, br := etcdtest.NewSwitch(t, "sw", subnet+"1/24")
 
 	ips := []net.IP{net.ParseIP(vipAddr.String())}
 	nodes := make([]*node, 3)

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/etcdops"
 	"github.com/cairn-os/cairn/machined/internal/etcdops/etcdtest"
@@ -46,11 +44,7 @@ func TestMemberReaddressedByName(t *testing.T) {
 	defer cancel()
 
 	const subnet = "10.89.0."
-	sw := etcdtest.NewNamespace(t, "nsw")
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
-	must(t, sw.H.LinkAdd(br))
-	must(t, sw.H.AddrAdd(br, etcdtest.Addr(subnet+"1/24")))
-	must(t, sw.H.LinkSetUp(br))
+	sw, br := etcdtest.NewSwitch(t, "nsw", subnet+"1/24")
 	moved := netip.MustParseAddr(subnet + "23")
 	ips := []net.IP{net.ParseIP(moved.String())}
 	var names []string

@@ -53,6 +53,17 @@ func NewNamespace(t testing.TB, suffix string) *Namespace {
 	return &Namespace{Name: name, NS: ns, H: h}
 }
 
+// NewSwitch makes the switch: a namespace with a bridge br0 that has address cidr ("10.88.0.1/24").
+func NewSwitch(t testing.TB, suffix, cidr string) (*Namespace, *netlink.Bridge) {
+	t.Helper()
+	sw := NewNamespace(t, suffix)
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+	must(t, sw.H.LinkAdd(br))
+	must(t, sw.H.AddrAdd(br, Addr(cidr)))
+	must(t, sw.H.LinkSetUp(br))
+	return sw, br
+}
+
 // Plug connects n to the bridge br in sw with a veth pair whose end in n is eth0, with address cidr;
 // port names the switch's end ("port-" + port).
 func Plug(t testing.TB, sw *Namespace, br *netlink.Bridge, n *Namespace, port, cidr string) {
