@@ -32,19 +32,21 @@ func (w *Workload) AddLearner(ctx context.Context, name, address string) (uint64
 		return 0, nil, ErrNotRunning
 	}
 	// The learner is reached by its name when the cluster keeps discovery names: every member must
-	// resolve it before it has a Node, so its address is recorded in etcd first (every control plane
-	// reads the records into its /etc/hosts, this one at once).
+	// resolve it before it has a Node, so its address is recorded in etcd first; every control plane reads
+	// the records of members into its /etc/hosts, this one as soon as the learner is one.
 	peerURL := kube.EtcdPeerURL(address)
 	if w.Hosts != nil {
 		peerURL = kube.EtcdPeerURL(name)
 		if err := w.etcdOps().PutName(ctx, name, address); err != nil {
 			return 0, nil, err
 		}
-		w.refreshNames(ctx)
 	}
 	id, peers, err := w.etcdOps().AddLearner(ctx, name, peerURL)
 	if err != nil {
 		return 0, nil, err
+	}
+	if w.Hosts != nil {
+		w.publishEtcdNames(ctx)
 	}
 	out := make([]*machine.EtcdPeer, 0, len(peers))
 	for _, p := range peers {

@@ -73,6 +73,13 @@ func (w *Workload) etcdNames(ctx context.Context) map[string]string {
 	return names
 }
 
+// knownMembers are the members last published.
+func (w *Workload) knownMembers() []*machine.Member {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.members)
+}
+
 // withEtcdNames adds the members etcd knows by name to members, and takes etcd's address for those both
 // know: a member records its address as soon as its etcd is healthy, before its kubelet reports it in
 // the Node, and a joining control plane is in etcd before it has a Node at all.
@@ -110,8 +117,17 @@ func (w *Workload) recordEtcdName(ctx context.Context) error {
 	if err := w.etcdOps().PutName(ctx, self.Name, self.Address); err != nil {
 		return err
 	}
-	w.refreshNames(ctx)
+	w.publishEtcdNames(ctx)
 	return nil
+}
+
+// publishEtcdNames publishes the members etcd has records of over those this node knew: at once, without
+// asking the API, which a booting control plane does not serve yet (a refresh through it waited for its
+// timeout there) and which has no Node yet for a member that is joining.
+func (w *Workload) publishEtcdNames(ctx context.Context) {
+	if names := w.etcdNames(ctx); len(names) > 0 {
+		w.publishNames(withEtcdNames(w.knownMembers(), names))
+	}
 }
 
 // apiMembers lists the control-plane Nodes and their InternalIPs, sorted by name.
@@ -195,7 +211,7 @@ func (w *Workload) publishNames(members []*machine.Member) {
 	names := Names(c.Cluster.Name, c.Cluster.VIP, self, members)
 	w.mu.Lock()
 	changed := !maps.EqualFunc(w.names, names, slices.Equal)
-	w.names = names
+	w.names, w.members = names, members
 	w.mu.Unlock()
 	w.Hosts(names)
 	if changed {

@@ -93,6 +93,8 @@ type Workload struct {
 	mu sync.Mutex
 	// names are the discovery names last published, to report only a change.
 	names map[string][]netip.Addr
+	// members are the control planes the names were last published from.
+	members []*machine.Member
 	// vipStop ends this node's part in the VIP's election, releasing the address; nil when not running.
 	vipStop  func()
 	client   *client.Client
