@@ -49,16 +49,31 @@ func (w *Workload) controlPlane() bool {
 // control plane, the addresses its etcd members recorded (etcdNames); before either answers, just this
 // node when it is one.
 func (w *Workload) Members(ctx context.Context) []*machine.Member {
-	out, err := w.apiMembers(ctx)
-	if err != nil {
-		out = nil
-	}
-	out = withEtcdNames(out, w.etcdNames(ctx))
+	out, _ := w.currentMembers(ctx)
 	if len(out) == 0 && w.controlPlane() {
 		out = []*machine.Member{w.self()}
 	}
 	return out
 }
+
+// currentMembers are the Nodes' control planes with etcd's records (on a control plane), each source
+// asked with a time limit of its own, so an API that does not answer (a control plane booting, its
+// VIP moving) leaves time for etcd; answered is false when neither did.
+func (w *Workload) currentMembers(ctx context.Context) (members []*machine.Member, answered bool) {
+	actx, cancel := context.WithTimeout(ctx, memberQueryTimeout)
+	api, err := w.apiMembers(actx)
+	cancel()
+	ectx, cancel := context.WithTimeout(ctx, memberQueryTimeout)
+	defer cancel()
+	recorded := w.etcdNames(ectx)
+	if err != nil && recorded == nil {
+		return nil, false
+	}
+	return withEtcdNames(api, recorded), true
+}
+
+// memberQueryTimeout bounds each of currentMembers' questions.
+const memberQueryTimeout = 8 * time.Second
 
 // etcdNames are the addresses the cluster's etcd members recorded (etcdops.Names), on a control plane
 // whose member answers; nil elsewhere.
@@ -168,13 +183,7 @@ func (w *Workload) discoveryNames(ctx context.Context) error {
 	if w.Hosts == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	members, err := w.apiMembers(ctx)
-	if err != nil {
-		members = nil
-	}
-	members = withEtcdNames(members, w.etcdNames(ctx))
+	members, _ := w.currentMembers(ctx)
 	if len(members) == 0 {
 		if t, err := w.ticket(); err == nil {
 			members = append(members, t.Members...)

@@ -142,4 +142,11 @@ func TestDiscoveryNamesAfterReboot(t *testing.T) {
 	if got := describeNames(*written); got != want {
 		t.Errorf("names after the reboot = %q, want %q", got, want)
 	}
+	// Neither its API server nor its etcd answers yet: a refresh keeps the names (make e2e-ha saw a
+	// refresh publish this node alone, taking its peers' names from its etcd member).
+	*written = nil
+	w.refreshNames(t.Context())
+	if *written != nil {
+		t.Errorf("a refresh with nothing answering wrote %q, want /etc/hosts left as it was", describeNames(*written))
+	}
 }

@@ -67,9 +67,9 @@ func (w *Workload) refreshNames(ctx context.Context) {
 	if w.Hosts == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if m := w.Members(ctx); len(m) > 0 {
+	// A refresh that learns nothing keeps what /etc/hosts has: publishing only this node (what Members
+	// falls back to) would take its peers' names away from its etcd member while its API is down.
+	if m, answered := w.currentMembers(ctx); answered && len(m) > 0 {
 		w.publishNames(m)
 	}
 }
