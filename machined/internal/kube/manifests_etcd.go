@@ -47,6 +47,9 @@ func (r *Renderer) EtcdPeerURLs() []string {
 // its learner entry).
 func EtcdPeerURL(host string) string { return etcdURL(host, EtcdPeerPort) }
 
+// EtcdClientURLAt is the etcd client URL of a control plane at host, a name or an address.
+func EtcdClientURLAt(host string) string { return etcdURL(host, EtcdClientPort) }
+
 // EtcdClientURL is the client URL this node's member advertises, by name like EtcdPeerURL.
 func (r *Renderer) EtcdClientURL() string { return etcdURL(r.etcdHost(), EtcdClientPort) }
 

@@ -120,10 +120,16 @@ func (w *Workload) leaveEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The others by their client URLs (by name), then by the addresses they recorded: a leave must not
+	// depend on this node's /etc/hosts being current.
+	recorded := w.etcdNames(ctx)
 	var others []string
 	for _, m := range members {
 		if !slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(self, u) }) {
 			others = append(others, m.ClientURLs...)
+			if a, ok := recorded[m.Name]; ok {
+				others = append(others, kube.EtcdClientURLAt(a))
+			}
 		}
 	}
 	if len(others) == 0 {
