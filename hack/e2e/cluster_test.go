@@ -117,7 +117,7 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	snapshot := filepath.Join(t.TempDir(), "etcd.snapshot")
-	t.Run("etcd members and snapshot", func(t *testing.T) { checkEtcdSnapshot(t, mtls(), "10.5.0.2", snapshot) })
+	t.Run("etcd members and snapshot", func(t *testing.T) { checkEtcdSnapshot(t, mtls(), n.Name, snapshot) })
 
 	t.Run("reset wipes Cairn's disks only", func(t *testing.T) {
 		off := consoleSize(t, n)

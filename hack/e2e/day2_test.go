@@ -53,12 +53,13 @@ func checkServiceRestart(t *testing.T, mtls []string, kc, nodeName string) {
 	waitNodeReady(t, kc, nodeName)
 }
 
-// checkEtcdSnapshot: etcd members lists the node's address as the leader, the node refuses to remove its
-// own member, and a snapshot is written to path.
-func checkEtcdSnapshot(t *testing.T, mtls []string, address, path string) {
+// checkEtcdSnapshot: etcd members lists the node's member, at URLs by the node's name (which every
+// control plane resolves through its /etc/hosts), as the leader; the node refuses to remove its own
+// member, and a snapshot is written to path.
+func checkEtcdSnapshot(t *testing.T, mtls []string, node, path string) {
 	out := mustCtl(t, time.Minute, append(mtls, "etcd", "members")...)
-	if !strings.Contains(out, address) || !strings.Contains(out, "1 voting member(s): a quorum is 1; leader: ") {
-		t.Errorf("etcd members does not list the node's address %s as the one voting member and leader:\n%s", address, out)
+	if url := "https://" + node + ":2380"; !strings.Contains(out, url) || !strings.Contains(out, "1 voting member(s): a quorum is 1; leader: "+node) {
+		t.Errorf("etcd members does not list %s at %s as the one voting member and leader:\n%s", node, url, out)
 	}
 	var members struct {
 		Members []struct {
