@@ -30,10 +30,10 @@ func TestJoinAttestationConfig(t *testing.T) {
 		t.Errorf("joinAttestation = %+v, want required with PCR 15 and a TPM maker", a)
 	}
 	for name, tc := range map[string]struct{ block, path string }{
-		"a PCR a TPM lacks": {"    pcrs:\n      30: " + strings.Repeat("ab", 32) + "\n", "cluster.joinAttestation.pcrs.30"},
-		"not SHA-256":       {"    pcrs:\n      4: abcd\n", "cluster.joinAttestation.pcrs.4"},
+		"a PCR a TPM lacks":            {"    pcrs:\n      30: " + strings.Repeat("ab", 32) + "\n", "cluster.joinAttestation.pcrs.30"},
+		"not SHA-256":                  {"    pcrs:\n      4: abcd\n", "cluster.joinAttestation.pcrs.4"},
 		"a maker's CA that is not PEM": {"    ekRoots:\n      - nope\n", "cluster.joinAttestation.ekRoots[0]"},
-		"a maker's CA that is no CA":    {"    ekRoots:\n      - |\n" + indent(leafPEM(t), "        "), "cluster.joinAttestation.ekRoots[0]"},
+		"a maker's CA that is no CA":   {"    ekRoots:\n      - |\n" + indent(leafPEM(t), "        "), "cluster.joinAttestation.ekRoots[0]"},
 	} {
 		c, err := Parse([]byte(with(tc.block)))
 		if err == nil {
