@@ -136,8 +136,11 @@ func TestValidateFields(t *testing.T) {
 			c.Cluster.Endpoint, c.Cluster.VIP = "https://api.example.com:6443", "10.5.0.100"
 		}, ""},
 		{"tmpfs ephemeral", func(c *MachineConfig) { c.Machine.Disks.Ephemeral = DiskSpec{Tmpfs: true} }, ""},
+		{"encrypted state", func(c *MachineConfig) { c.Machine.Disks.State.Encryption = EncryptionTPM }, ""},
 		{"controlplane without etcd disk", func(c *MachineConfig) { c.Machine.Disks.Etcd = nil }, "machine.disks.etcd"},
 		{"bad filesystem", func(c *MachineConfig) { c.Machine.Disks.State.Filesystem = "ntfs" }, "machine.disks.state.filesystem"},
+		{"unknown encryption", func(c *MachineConfig) { c.Machine.Disks.State.Encryption = "password" }, "machine.disks.state.encryption"},
+		{"encrypted ephemeral", func(c *MachineConfig) { c.Machine.Disks.Ephemeral.Encryption = EncryptionTPM }, "machine.disks.ephemeral.encryption"},
 		{"relative path", func(c *MachineConfig) { c.Machine.Disks.State = DiskSpec{Selector: Selector{Path: "sdb"}} }, "machine.disks.state.path"},
 		{"sizes reversed", func(c *MachineConfig) {
 			c.Machine.Disks.State = DiskSpec{Selector: Selector{MinSize: 10 << 30, MaxSize: 1 << 30}}

@@ -78,7 +78,7 @@ func (s *Selector) Set(key, value string) (ok bool, err error) {
 // IsZero shadows the Selector's promoted method, which the YAML encoder would otherwise use to drop a
 // `tmpfs` volume as empty.
 func (d DiskSpec) IsZero() bool {
-	return !d.Tmpfs && d.Selector.IsZero() && d.Filesystem == "" && !d.Wipe
+	return !d.Tmpfs && d.Selector.IsZero() && d.Filesystem == "" && !d.Wipe && d.Encryption == ""
 }
 
 // FilesystemOrDefault is the filesystem Cairn formats this volume with.

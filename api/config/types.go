@@ -196,7 +196,14 @@ type DiskSpec struct {
 	Filesystem string `yaml:"filesystem,omitempty" json:"filesystem,omitempty"` // xfs (default) or ext4
 	// Wipe allows Cairn to format this exact disk even though it holds something else.
 	Wipe bool `yaml:"wipe,omitempty" json:"wipe,omitempty"`
+	// Encryption "tpm" (STATE only) makes the volume LUKS2 when it is formatted, its key sealed to this
+	// machine's TPM (machined/internal/disk/crypt). A volume already formatted stays as it is: the disk,
+	// not this field, says whether a found volume is encrypted.
+	Encryption string `yaml:"encryption,omitempty" json:"encryption,omitempty"`
 }
+
+// EncryptionTPM is the only encryption: LUKS2 with the key sealed to the machine's TPM.
+const EncryptionTPM = "tpm"
 
 // Selector picks exactly one disk; every field that is set must match.
 type Selector struct {

@@ -269,6 +269,15 @@ func validateDisk(path string, d *DiskSpec, e *Errors) {
 	default:
 		e.add(path+".filesystem", "must be %q or %q, got %q", FilesystemXFS, FilesystemExt4, d.Filesystem)
 	}
+	switch {
+	case d.Encryption == "":
+	case d.Encryption != EncryptionTPM:
+		e.add(path+".encryption", "must be %q (LUKS2, the key sealed to the TPM) or absent, got %q", EncryptionTPM, d.Encryption)
+	case path != "machine.disks.state":
+		// EPHEMERAL is rebuilt at every reset and ETCD's data is the cluster's, replicated and snapshotted;
+		// STATE holds the node's keys and its lock.
+		e.add(path+".encryption", "only machine.disks.state can be encrypted")
+	}
 }
 
 func validateEndpoint(ep string, e *Errors) {
