@@ -1,6 +1,7 @@
 package tpm
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,7 +38,12 @@ func (t *TPM) srk() (*tpm2.CreatePrimaryResponse, error) {
 func (t *TPM) flush(h tpm2.TPMHandle) { _, _ = tpm2.FlushContext{FlushHandle: h}.Execute(t.t) }
 
 // Seal seals secret to this TPM and the current values of pcrs.
-func (t *TPM) Seal(secret []byte, pcrs []int) (*Sealed, error) {
+func (t *TPM) Seal(secret []byte, pcrs []int) (*Sealed, error) { return t.SealTo(secret, pcrs, nil) }
+
+// SealTo seals secret to this TPM and to values of pcrs: the value want gives a PCR, or its current value
+// for the others. A value given ahead lets a secret be released only at a point of the boot, before an
+// event the PCR records (STATE's key, before the node lock is measured into PCR 15).
+func (t *TPM) SealTo(secret []byte, pcrs []int, want map[int][]byte) (*Sealed, error) {
 	if len(pcrs) == 0 {
 		return nil, errors.New("seal: no PCRs to seal to")
 	}
@@ -45,13 +51,35 @@ func (t *TPM) Seal(secret []byte, pcrs []int) (*Sealed, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The policy's digest, computed by the TPM from the PCRs' current values in a trial session.
+	// The digest of the values the policy asks for, in the selection's (ascending) order; empty when
+	// every value is the current one, which the TPM then reads itself.
+	var pcrDigest []byte
+	if len(want) > 0 {
+		sorted := slices.Sorted(slices.Values(pcrs))
+		cur, err := t.Read(sorted...)
+		if err != nil {
+			return nil, fmt.Errorf("seal: %w", err)
+		}
+		h := sha256.New()
+		for i, p := range sorted {
+			v, ok := want[p]
+			if !ok {
+				v = cur[i]
+			}
+			if len(v) != sha256.Size {
+				return nil, fmt.Errorf("seal: PCR %d: a SHA-256 value has %d bytes, not %d", p, sha256.Size, len(v))
+			}
+			h.Write(v)
+		}
+		pcrDigest = h.Sum(nil)
+	}
+	// The policy's digest, computed by the TPM in a trial session.
 	trial, closeTrial, err := tpm2.PolicySession(t.t, tpm2.TPMAlgSHA256, 16, tpm2.Trial())
 	if err != nil {
 		return nil, fmt.Errorf("seal: %w", err)
 	}
 	defer closeTrial()
-	if _, err := (tpm2.PolicyPCR{PolicySession: trial.Handle(), Pcrs: sel}).Execute(t.t); err != nil {
+	if _, err := (tpm2.PolicyPCR{PolicySession: trial.Handle(), Pcrs: sel, PcrDigest: tpm2.TPM2BDigest{Buffer: pcrDigest}}).Execute(t.t); err != nil {
 		return nil, fmt.Errorf("seal: the PCR policy: %w", err)
 	}
 	digest, err := tpm2.PolicyGetDigest{PolicySession: trial.Handle()}.Execute(t.t)

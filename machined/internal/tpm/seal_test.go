@@ -50,3 +50,32 @@ func TestSealUnseal(t *testing.T) {
 		t.Errorf("Unseal on another TPM = %q, %v; want ErrPCRsChanged", got, err)
 	}
 }
+
+// A secret sealed to a value a PCR will hold (not the one it holds) is released only once it does: how
+// STATE's key is tied to the boot's point before the node lock is measured.
+func TestSealToValues(t *testing.T) {
+	tp := simulated(t)
+	cur, err := tp.Read(PCR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := sha256.Sum256([]byte("next"))
+	next := sha256.Sum256(append(bytes.Clone(cur[0]), event[:]...))
+	secret := []byte("key")
+	s, err := tp.SealTo(secret, []int{7, PCR}, map[int][]byte{PCR: next[:]})
+	if err != nil {
+		t.Fatalf("SealTo = %v", err)
+	}
+	if got, err := tp.Unseal(s); !errors.Is(err, ErrPCRsChanged) {
+		t.Errorf("Unseal before PCR %d holds the value = %q, %v; want ErrPCRsChanged", PCR, got, err)
+	}
+	if err := tp.Extend(PCR, event); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tp.Unseal(s); err != nil || !bytes.Equal(got, secret) {
+		t.Errorf("Unseal once PCR %d holds the value = %q, %v; want the secret", PCR, got, err)
+	}
+	if _, err := tp.SealTo(secret, []int{PCR}, map[int][]byte{PCR: {1, 2}}); err == nil {
+		t.Errorf("SealTo a 2-byte value = nil error, want a refusal")
+	}
+}
