@@ -24,7 +24,8 @@ import (
 //
 // A disk is Cairn's own for a volume of a cluster only when all of it holds: a healthy GPT and nothing else
 // on the disk, one partition, Cairn's type GUID for that volume, the name for that volume and cluster, and
-// inside either Cairn's filesystem label on xfs/ext4 (keep) or nothing at all (a format interrupted before
+// inside either Cairn's filesystem label on xfs/ext4, or on a LUKS2 header for an encrypted STATE (keep), or
+// nothing at all (a format interrupted before
 // mkfs, which is resumed). Anything less is someone else's data.
 
 // Volume is one of the places Cairn keeps data on disk.
@@ -132,7 +133,15 @@ func holdsCairnFS(p inventory.Partition, v Volume) (fstype string, ok bool) {
 		return "", false
 	}
 	s := p.Signatures[0]
-	if (s.Type != probe.TypeXFS && s.Type != probe.TypeExt4) || s.Problem != "" || s.Label != v.FSLabel() {
+	if s.Problem != "" || s.Label != v.FSLabel() {
+		return "", false
+	}
+	switch {
+	case s.Type == probe.TypeXFS || s.Type == probe.TypeExt4:
+	case s.Type == probe.TypeLUKS && s.Version == "2" && v == State:
+		// An encrypted STATE: the LUKS2 header carries the label; the filesystem inside is checked once
+		// the volume is open (apply).
+	default:
 		return "", false
 	}
 	return s.Type, true

@@ -44,6 +44,8 @@ type Step struct {
 	// PartitionName and FSLabel are the Cairn label this step writes or found.
 	PartitionName string `json:"partitionName,omitempty"`
 	FSLabel       string `json:"fsLabel,omitempty"`
+	// Encrypt: the volume is (keep) or becomes (format) LUKS2, its key sealed to the TPM (disk/crypt).
+	Encrypt bool `json:"encrypt,omitempty"`
 	// Reason says in one line why this action, for `cairnctl plan`.
 	Reason string `json:"reason"`
 	// Error is set for Refuse: what was found and how to allow it.
@@ -95,6 +97,8 @@ type Input struct {
 	Config      config.Disks
 	MachineType string // config.TypeControlPlane or config.TypeWorker
 	ClusterID   string
+	// TPM says the machine has a TPM 2.0, which an encrypted volume's key is sealed to.
+	TPM bool
 }
 
 // Make plans every volume. It never fails as a whole: problems become Refuse steps, so an operator sees
@@ -161,7 +165,35 @@ func planVolume(v Volume, spec *config.DiskSpec, in Input) Step {
 	if err != nil {
 		return refuse(v, nil, fmt.Errorf("%s: %w", v.Field(), err))
 	}
-	return decide(v, d, fs, spec.Wipe, in.ClusterID)
+	s := decide(v, d, fs, spec.Wipe, in.ClusterID)
+	return encryption(s, spec.Encryption, fs, in.TPM)
+}
+
+// encryption marks the steps that make or open an encrypted volume. Whether a kept volume is encrypted is
+// the disk's to say, not the config's: STATE made before the config asked for encryption stays as it is.
+func encryption(s Step, want, fs string, hasTPM bool) Step {
+	switch s.Action {
+	case Keep:
+		if s.Filesystem != probe.TypeLUKS {
+			if want != "" {
+				s.Reason += fmt.Sprintf("; %s.encryption applies when the volume is formatted, so this one stays unencrypted", s.Field)
+			}
+			return s
+		}
+		// Filesystem is the one made inside should the volume still be empty (a format cut short).
+		s.Encrypt, s.Filesystem = true, fs
+		s.Reason = fmt.Sprintf("this cluster's %s volume, encrypted (LUKS2 labelled %s): open with the key sealed to this machine's TPM, check and mount, data kept", s.Volume, s.Volume.FSLabel())
+	case Format, WipeAndFormat:
+		if want == "" {
+			return s
+		}
+		if !hasTPM {
+			return refuseDisk(s, fmt.Errorf("%s.encryption is %q, but this machine has no TPM 2.0 to seal the key to (%s)", s.Field, want, s.Disk.Describe()))
+		}
+		s.Encrypt = true
+		s.Reason += ", inside a LUKS2 volume whose key is sealed to this machine's TPM"
+	}
+	return s
 }
 
 // decide is the heart of the safety promise: a disk is formatted only when blank or when the config says

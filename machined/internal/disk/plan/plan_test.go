@@ -53,8 +53,18 @@ func wipe(s config.DiskSpec) config.DiskSpec { s.Wipe = true; return s }
 
 // stepWant is what a test expects of one volume's step.
 type stepWant struct {
-	action Action
-	errs   []string // substrings of the step's error
+	action  Action
+	errs    []string // substrings of the step's error
+	encrypt bool
+}
+
+func encrypted(s config.DiskSpec) config.DiskSpec { s.Encryption = config.EncryptionTPM; return s }
+
+// luksDisk is an encrypted STATE as Cairn leaves it: its partition holds a LUKS2 header with the label.
+func luksDisk(name, serial, clusterID, label string) inventory.Disk {
+	d := cairnDisk(name, serial, State, clusterID, probe.TypeLUKS, label)
+	d.Partitions[0].Signatures[0].Kind, d.Partitions[0].Signatures[0].Version = probe.KindCrypto, "2"
+	return d
 }
 
 func TestMake(t *testing.T) {
@@ -64,8 +74,37 @@ func TestMake(t *testing.T) {
 		disks []inventory.Disk
 		cfg   config.Disks
 		typ   string
+		noTPM bool
 		want  map[Volume]stepWant
 	}{
+		{
+			name: "encrypted STATE on a blank disk", disks: blank, typ: config.TypeWorker,
+			cfg:  cp(encrypted(sel("state")), sel("eph"), nil),
+			want: map[Volume]stepWant{State: {action: Format, encrypt: true}, Ephemeral: {action: Format}},
+		},
+		{
+			name: "encrypted STATE without a TPM is refused", disks: blank, typ: config.TypeWorker, noTPM: true,
+			cfg:  cp(encrypted(sel("state")), sel("eph"), nil),
+			want: map[Volume]stepWant{State: {action: Refuse, errs: []string{"machine.disks.state.encryption", "no TPM 2.0"}}, Ephemeral: {action: Format}},
+		},
+		{
+			name: "own LUKS2 STATE is kept and opened, whatever the config says", typ: config.TypeWorker, noTPM: true,
+			disks: []inventory.Disk{luksDisk("vdb", "state", cluster, "CAIRN_STATE"), disk("vdc", "eph")},
+			cfg:   cp(sel("state"), sel("eph"), nil),
+			want:  map[Volume]stepWant{State: {action: Keep, encrypt: true}, Ephemeral: {action: Format}},
+		},
+		{
+			name: "own unencrypted STATE stays unencrypted", typ: config.TypeWorker,
+			disks: []inventory.Disk{cairnDisk("vdb", "state", State, cluster, "xfs", "CAIRN_STATE"), disk("vdc", "eph")},
+			cfg:   cp(encrypted(sel("state")), sel("eph"), nil),
+			want:  map[Volume]stepWant{State: {action: Keep}, Ephemeral: {action: Format}},
+		},
+		{
+			name: "a LUKS2 volume labelled otherwise is someone else's", typ: config.TypeWorker,
+			disks: []inventory.Disk{luksDisk("vdb", "state", cluster, "secrets"), disk("vdc", "eph")},
+			cfg:   cp(encrypted(sel("state")), sel("eph"), nil),
+			want:  map[Volume]stepWant{State: {action: Refuse, errs: []string{"LUKS2 encrypted volume", "machine.disks.state.wipe: true"}}, Ephemeral: {action: Format}},
+		},
 		{
 			name: "blank disks are formatted", disks: blank, typ: config.TypeControlPlane,
 			cfg:  cp(sel("state"), sel("eph"), ptr(sel("etcd"))),
@@ -211,11 +250,14 @@ func TestMake(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Make(Input{Disks: tt.disks, Config: tt.cfg, MachineType: tt.typ, ClusterID: cluster})
+			p := Make(Input{Disks: tt.disks, Config: tt.cfg, MachineType: tt.typ, ClusterID: cluster, TPM: !tt.noTPM})
 			got := map[Volume]Action{}
 			for _, s := range p.Steps {
 				got[s.Volume] = s.Action
 				w := tt.want[s.Volume]
+				if s.Encrypt != w.encrypt {
+					t.Errorf("Make() %s: Encrypt = %v, want %v (%s)", s.Volume, s.Encrypt, w.encrypt, s.Reason)
+				}
 				for _, e := range w.errs {
 					if s.Err() == nil || !strings.Contains(s.Err().Error(), e) {
 						t.Errorf("Make() %s error = %v, want it to contain %q", s.Volume, s.Err(), e)
