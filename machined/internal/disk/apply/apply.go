@@ -43,6 +43,14 @@ type Applier struct {
 	Reread func(path string) error
 	// NewGUID makes partition GUIDs and filesystem UUIDs; nil means gpt.NewGUID.
 	NewGUID func() (gpt.GUID, error)
+	// Crypt makes and opens encrypted volumes; nil refuses them (sandbox mode).
+	Crypt Crypter
+	// RecoveryKey also opens a volume this Applier encrypts ("" for none): the admin's, sent with Init or
+	// Join and kept nowhere on the node.
+	RecoveryKey string
+	// ReadDevice and DevNumber read an opened encrypted volume (nil: the device files themselves).
+	ReadDevice func(path string) (ReadSeekCloser, error)
+	DevNumber  func(path string) (string, error)
 }
 
 // Result is what a step did.
@@ -51,8 +59,9 @@ type Result struct {
 	Device     string      `json:"device"` // the partition mounted, or "tmpfs"
 	Target     string      `json:"target"`
 	Filesystem string      `json:"filesystem"`
-	UUID       string      `json:"uuid,omitempty"` // of a filesystem made by this run
-	Did        []string    `json:"did"`            // what was done, in order; empty when all was in place
+	UUID       string      `json:"uuid,omitempty"`      // of a filesystem made by this run
+	Did        []string    `json:"did"`                 // what was done, in order; empty when all was in place
+	Encrypted  bool        `json:"encrypted,omitempty"` // Device is an opened encrypted volume
 }
 
 // Apply carries out one step. A Refuse step returns its refusal.
@@ -134,6 +143,17 @@ func (a *Applier) applyDisk(ctx context.Context, s plan.Step, r Result) (Result,
 		}
 	}
 	r.Device = part.Path
+	luks := ""
+	if fstype == probe.TypeLUKS || fstype == "" && s.Encrypt {
+		dev, devNum, inner, did, err := a.unlock(ctx, s, part.Path, fstype == "")
+		r.Did = append(r.Did, did...)
+		if err != nil {
+			return r, err
+		}
+		// From here on the volume is the opened device: check, format and mount act on it.
+		luks = part.Path
+		part.Path, part.Dev, fstype, r.Device, r.Encrypted = dev, devNum, inner, dev, true
+	}
 	target := filepath.Join(a.root(), s.Target)
 	mounted, err := a.isMounted(target, part.Dev)
 	if err != nil {
@@ -147,6 +167,11 @@ func (a *Applier) applyDisk(ctx context.Context, s plan.Step, r Result) (Result,
 		a.logf("%s: formatting %s as %s (label %s)", s.Volume, part.Path, s.Filesystem, s.FSLabel)
 		if r.UUID, err = a.mkfs(ctx, s, part.Path); err != nil {
 			return r, err
+		}
+		if luks != "" {
+			if err := a.Crypt.Formatted(ctx, luks); err != nil {
+				return r, fmt.Errorf("%s: %w", s.Field, err)
+			}
 		}
 		fstype = s.Filesystem
 		r.Did = append(r.Did, fmt.Sprintf("formatted %s as %s", part.Path, fstype))

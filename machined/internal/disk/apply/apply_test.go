@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,7 @@ type env struct {
 	mounter                    *fakeMounter
 	applier                    *Applier
 	scanner                    inventory.Scanner
+	crypt                      *fakeCrypt // set by withCrypt
 }
 
 func newEnv(t *testing.T) *env {
@@ -114,14 +116,19 @@ func (r *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte
 		}
 		return ""
 	}
+	// mkfs of an opened encrypted volume writes inside it, not onto the disk.
+	var dev io.WriterAt = r.env.dev
+	off := func() int64 { return r.env.partStart() }
+	if c := r.env.crypt; c != nil && len(args) > 0 && args[len(args)-1] == c.mapped {
+		dev, off = c.inner, func() int64 { return 0 }
+	}
 	switch name {
 	case "blockdev":
 		return nil, r.env.kernelReadsTable()
 	case "mkfs.xfs":
-		off := r.env.partStart()
-		return nil, fakedev.PutXFS(r.env.dev, off, arg("-L"), uuidBytes(strings.TrimPrefix(arg("-m"), "uuid=")))
+		return nil, fakedev.PutXFS(dev, off(), arg("-L"), uuidBytes(strings.TrimPrefix(arg("-m"), "uuid=")))
 	case "mkfs.ext4":
-		return nil, fakedev.PutExt4(r.env.dev, r.env.partStart(), arg("-L"), uuidBytes(arg("-U")))
+		return nil, fakedev.PutExt4(dev, off(), arg("-L"), uuidBytes(arg("-U")))
 	}
 	return nil, nil
 }
@@ -174,6 +181,9 @@ func (m *fakeMounter) Mount(source, target, fstype string, flags uintptr, data s
 	if fstype == "tmpfs" {
 		dev = "0:99"
 	}
+	if c := m.env.crypt; c != nil && source == c.mapped {
+		dev = mapperDev
+	}
 	f, err := os.OpenFile(m.env.mi, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -191,7 +201,7 @@ func (e *env) plan(spec config.DiskSpec) plan.Step {
 		e.t.Fatal(err)
 	}
 	spec.Selector.Path = filepath.Join(e.devRoot, volumeDisk)
-	p := plan.Make(plan.Input{Disks: disks, MachineType: config.TypeWorker, ClusterID: cluster,
+	p := plan.Make(plan.Input{Disks: disks, MachineType: config.TypeWorker, ClusterID: cluster, TPM: e.crypt != nil,
 		Config: config.Disks{State: spec, Ephemeral: config.DiskSpec{Tmpfs: true}}})
 	return p.Steps[0]
 }
