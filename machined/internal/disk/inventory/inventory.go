@@ -268,11 +268,27 @@ func (s Scanner) notCandidate(d Disk) string {
 		return "in use by " + strings.Join(d.Holders, ", ")
 	}
 	for _, p := range d.Partitions {
-		if len(p.Holders) > 0 {
-			return fmt.Sprintf("in use (partition %s by %s)", p.Name, strings.Join(p.Holders, ", "))
+		if others := s.otherHolders(p.Holders); len(others) > 0 {
+			return fmt.Sprintf("in use (partition %s by %s)", p.Name, strings.Join(others, ", "))
 		}
 	}
 	return ""
+}
+
+// OwnMapperPrefix begins the device-mapper names of Cairn's own opened volumes (an encrypted STATE is
+// cairn-state): a partition they hold is Cairn's volume in use by Cairn, still its to plan and mount.
+const OwnMapperPrefix = "cairn-"
+
+// otherHolders are the holders that are not Cairn's own opened volumes.
+func (s Scanner) otherHolders(holders []string) []string {
+	var out []string
+	for _, h := range holders {
+		name, _ := os.ReadFile(filepath.Join(s.SysRoot, "block", h, "dm", "name"))
+		if !strings.HasPrefix(strings.TrimSpace(string(name)), OwnMapperPrefix) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (s Scanner) isBoot(d Disk) bool {

@@ -204,3 +204,31 @@ func TestScanMissingSysfs(t *testing.T) {
 		t.Errorf("Scan() of an empty sysfs = nil error, want one naming the block directory")
 	}
 }
+
+// A partition held by Cairn's own opened volume (an encrypted STATE, /dev/mapper/cairn-state) is still
+// Cairn's to plan; one held by any other device-mapper target or an MD array is in use.
+func TestOwnHolders(t *testing.T) {
+	sys := t.TempDir()
+	for name, dm := range map[string]string{"dm-0": "cairn-state", "dm-1": "vg0-data"} {
+		if err := os.MkdirAll(filepath.Join(sys, "block", name, "dm"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sys, "block", name, "dm", "name"), []byte(dm+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := Scanner{SysRoot: sys}
+	for _, tc := range []struct {
+		holders []string
+		want    string
+	}{
+		{[]string{"dm-0"}, ""},
+		{[]string{"dm-1"}, "in use (partition vdb1 by dm-1)"},
+		{[]string{"md0"}, "in use (partition vdb1 by md0)"},
+	} {
+		d := Disk{Name: "vdb", Size: 1 << 30, Partitions: []Partition{{Name: "vdb1", Holders: tc.holders}}}
+		if got := s.notCandidate(d); got != tc.want {
+			t.Errorf("notCandidate(partition held by %v) = %q, want %q", tc.holders, got, tc.want)
+		}
+	}
+}
