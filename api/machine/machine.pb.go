@@ -888,15 +888,16 @@ func (x *TPMAttestResponse) GetAttestation() *Attestation {
 }
 
 type TPMStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Present       bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`                  // the machine has a TPM 2.0 (/dev/tpmrm0)
-	Measured      bool                   `protobuf:"varint,2,opt,name=measured,proto3" json:"measured,omitempty"`                // this boot's node-lock event is extended into the PCR
-	Agrees        bool                   `protobuf:"varint,3,opt,name=agrees,proto3" json:"agrees,omitempty"`                    // the PCR holds what this boot's measurement log replays to
-	Pcr           uint32                 `protobuf:"varint,4,opt,name=pcr,proto3" json:"pcr,omitempty"`                          // the PCR measured (15)
-	PcrValue      []byte                 `protobuf:"bytes,5,opt,name=pcr_value,json=pcrValue,proto3" json:"pcr_value,omitempty"` // its SHA-256 bank's value
-	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`                       // why it is not measured or does not agree
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Present        bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`                                     // the machine has a TPM 2.0 (/dev/tpmrm0)
+	Measured       bool                   `protobuf:"varint,2,opt,name=measured,proto3" json:"measured,omitempty"`                                   // this boot's node-lock event is extended into the PCR
+	Agrees         bool                   `protobuf:"varint,3,opt,name=agrees,proto3" json:"agrees,omitempty"`                                       // the PCR holds what this boot's measurement log replays to
+	Pcr            uint32                 `protobuf:"varint,4,opt,name=pcr,proto3" json:"pcr,omitempty"`                                             // the PCR measured (15)
+	PcrValue       []byte                 `protobuf:"bytes,5,opt,name=pcr_value,json=pcrValue,proto3" json:"pcr_value,omitempty"`                    // its SHA-256 bank's value
+	Error          string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`                                          // why it is not measured or does not agree
+	StateEncrypted bool                   `protobuf:"varint,7,opt,name=state_encrypted,json=stateEncrypted,proto3" json:"state_encrypted,omitempty"` // STATE is LUKS2, opened with the key sealed to this TPM
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TPMStatus) Reset() {
@@ -969,6 +970,13 @@ func (x *TPMStatus) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *TPMStatus) GetStateEncrypted() bool {
+	if x != nil {
+		return x.StateEncrypted
+	}
+	return false
 }
 
 type ClockStatus struct {
@@ -1200,12 +1208,15 @@ func (x *NetworkLink) GetStatic() bool {
 }
 
 type InitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        []byte                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`                                 // a MachineConfig document (YAML)
-	EtcdSnapshot  []byte                 `protobuf:"bytes,2,opt,name=etcd_snapshot,json=etcdSnapshot,proto3" json:"etcd_snapshot,omitempty"` // optional: restore the cluster's state from this etcd snapshot
-	Detach        bool                   `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`                                // return once the lock is taken instead of streaming until Running
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Config       []byte                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`                                 // a MachineConfig document (YAML)
+	EtcdSnapshot []byte                 `protobuf:"bytes,2,opt,name=etcd_snapshot,json=etcdSnapshot,proto3" json:"etcd_snapshot,omitempty"` // optional: restore the cluster's state from this etcd snapshot
+	Detach       bool                   `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`                                // return once the lock is taken instead of streaming until Running
+	// The recovery key of an encrypted STATE (machine.disks.state.encryption): a second key of the LUKS2
+	// volume, for cryptsetup on any machine. Chosen and shown by the client; the node keeps it nowhere.
+	StateRecoveryKey string `protobuf:"bytes,4,opt,name=state_recovery_key,json=stateRecoveryKey,proto3" json:"state_recovery_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InitRequest) Reset() {
@@ -1259,13 +1270,21 @@ func (x *InitRequest) GetDetach() bool {
 	return false
 }
 
+func (x *InitRequest) GetStateRecoveryKey() string {
+	if x != nil {
+		return x.StateRecoveryKey
+	}
+	return ""
+}
+
 type JoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        []byte                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"` // a MachineConfig document (YAML)
-	Ticket        []byte                 `protobuf:"bytes,2,opt,name=ticket,proto3" json:"ticket,omitempty"` // a serialized JoinTicket from a control-plane node's join service
-	Detach        bool                   `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Config           []byte                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"` // a MachineConfig document (YAML)
+	Ticket           []byte                 `protobuf:"bytes,2,opt,name=ticket,proto3" json:"ticket,omitempty"` // a serialized JoinTicket from a control-plane node's join service
+	Detach           bool                   `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`
+	StateRecoveryKey string                 `protobuf:"bytes,4,opt,name=state_recovery_key,json=stateRecoveryKey,proto3" json:"state_recovery_key,omitempty"` // as InitRequest's
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JoinRequest) Reset() {
@@ -1317,6 +1336,13 @@ func (x *JoinRequest) GetDetach() bool {
 		return x.Detach
 	}
 	return false
+}
+
+func (x *JoinRequest) GetStateRecoveryKey() string {
+	if x != nil {
+		return x.StateRecoveryKey
+	}
+	return ""
 }
 
 type PlanRequest struct {
@@ -5577,14 +5603,15 @@ const file_machine_proto_rawDesc = "" +
 	"\tchallenge\x18\x01 \x01(\v2).cairn.machine.v1alpha1.ChallengeResponseR\tchallenge\"\x98\x01\n" +
 	"\x11TPMAttestResponse\x12<\n" +
 	"\x04keys\x18\x01 \x01(\v2(.cairn.machine.v1alpha1.ChallengeRequestR\x04keys\x12E\n" +
-	"\vattestation\x18\x02 \x01(\v2#.cairn.machine.v1alpha1.AttestationR\vattestation\"\x9e\x01\n" +
+	"\vattestation\x18\x02 \x01(\v2#.cairn.machine.v1alpha1.AttestationR\vattestation\"\xc7\x01\n" +
 	"\tTPMStatus\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x1a\n" +
 	"\bmeasured\x18\x02 \x01(\bR\bmeasured\x12\x16\n" +
 	"\x06agrees\x18\x03 \x01(\bR\x06agrees\x12\x10\n" +
 	"\x03pcr\x18\x04 \x01(\rR\x03pcr\x12\x1b\n" +
 	"\tpcr_value\x18\x05 \x01(\fR\bpcrValue\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\xe2\x01\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12'\n" +
+	"\x0fstate_encrypted\x18\a \x01(\bR\x0estateEncrypted\"\xe2\x01\n" +
 	"\vClockStatus\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12\x16\n" +
@@ -5603,15 +5630,17 @@ const file_machine_proto_rawDesc = "" +
 	"\vNetworkLink\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x16\n" +
-	"\x06static\x18\x03 \x01(\bR\x06static\"b\n" +
+	"\x06static\x18\x03 \x01(\bR\x06static\"\x90\x01\n" +
 	"\vInitRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12#\n" +
 	"\retcd_snapshot\x18\x02 \x01(\fR\fetcdSnapshot\x12\x16\n" +
-	"\x06detach\x18\x03 \x01(\bR\x06detach\"U\n" +
+	"\x06detach\x18\x03 \x01(\bR\x06detach\x12,\n" +
+	"\x12state_recovery_key\x18\x04 \x01(\tR\x10stateRecoveryKey\"\x83\x01\n" +
 	"\vJoinRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12\x16\n" +
 	"\x06ticket\x18\x02 \x01(\fR\x06ticket\x12\x16\n" +
-	"\x06detach\x18\x03 \x01(\bR\x06detach\"%\n" +
+	"\x06detach\x18\x03 \x01(\bR\x06detach\x12,\n" +
+	"\x12state_recovery_key\x18\x04 \x01(\tR\x10stateRecoveryKey\"%\n" +
 	"\vPlanRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\"V\n" +
 	"\fPlanResponse\x126\n" +

@@ -51,7 +51,7 @@ func (a *Auth) check(ctx context.Context, method string) error {
 		return status.Errorf(codes.PermissionDenied, "%s is not allowed for anyone", method)
 	}
 	if !a.Creds.Decided() {
-		return status.Error(codes.Unavailable, "the node is booting; try again in a moment")
+		return a.Creds.undecided()
 	}
 	if !a.Creds.MutualTLS() {
 		token := bearer(ctx)

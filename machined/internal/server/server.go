@@ -154,7 +154,8 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 	}
 	if s.TPM != nil {
 		if t, ok := s.TPM(); ok {
-			r.Tpm = &machine.TPMStatus{Present: t.Present, Measured: t.Measured, Agrees: t.Agrees, Pcr: tpm.PCR, PcrValue: t.PCR, Error: t.Error}
+			r.Tpm = &machine.TPMStatus{Present: t.Present, Measured: t.Measured, Agrees: t.Agrees, Pcr: tpm.PCR, PcrValue: t.PCR, Error: t.Error,
+				StateEncrypted: s.Storage != nil && s.Storage.StateEncrypted()}
 		}
 	}
 	return r, nil
@@ -162,12 +163,26 @@ func (s *Server) Status(context.Context, *machine.StatusRequest) (*machine.Statu
 
 // Init takes the lock for Init and streams the sequence's events.
 func (s *Server) Init(req *machine.InitRequest, stream grpc.ServerStreamingServer[machine.Event]) error {
-	return s.follow(stream, fsm.SeqInit, req.Detach, func() error { return s.Node.Init(stream.Context(), req.Config, req.EtcdSnapshot) })
+	return s.follow(stream, fsm.SeqInit, req.Detach, func() error {
+		s.recoveryKey(req.StateRecoveryKey)
+		return s.Node.Init(stream.Context(), req.Config, req.EtcdSnapshot)
+	})
 }
 
 // Join takes the lock for Join with a ticket and streams the sequence's events.
 func (s *Server) Join(req *machine.JoinRequest, stream grpc.ServerStreamingServer[machine.Event]) error {
-	return s.follow(stream, fsm.SeqJoin, req.Detach, func() error { return s.Node.Join(stream.Context(), req.Config, req.Ticket) })
+	return s.follow(stream, fsm.SeqJoin, req.Detach, func() error {
+		s.recoveryKey(req.StateRecoveryKey)
+		return s.Node.Join(stream.Context(), req.Config, req.Ticket)
+	})
+}
+
+// recoveryKey hands the request's recovery key (or none) to the volumes, for the STATE this sequence
+// may encrypt.
+func (s *Server) recoveryKey(key string) {
+	if s.Storage != nil {
+		s.Storage.SetRecoveryKey(key)
+	}
 }
 
 // follow starts a sequence and streams its events until it ends. It subscribes first so no event is missed.

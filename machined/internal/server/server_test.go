@@ -268,3 +268,21 @@ func colons(hex string) string {
 	}
 	return b.String()
 }
+
+// Before the node has read its lock no call is served; a node whose boot failed there (an encrypted STATE
+// its TPM will not open) says why to every caller instead of "booting".
+func TestUndecidedRefusal(t *testing.T) {
+	creds, err := NewCredentials("n1", nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Auth{Creds: creds, Token: token}
+	if err := a.authorize(context.Background(), machine.Machine_Status_FullMethodName); code(err) != codes.Unavailable {
+		t.Errorf("Status while booting = %v, want Unavailable", err)
+	}
+	creds.Stuck("mount STATE from /dev/vdb: the TPM does not give its key back")
+	err = a.authorize(context.Background(), machine.Machine_Status_FullMethodName)
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "the TPM does not give its key back") {
+		t.Errorf("Status of a stuck node = %v, want FailedPrecondition with the reason", err)
+	}
+}

@@ -18,6 +18,10 @@ type Storage interface {
 	Plan(ctx context.Context, c *config.MachineConfig) (plan.Plan, error)
 	Disks(ctx context.Context) ([]inventory.Disk, error)
 	Mounts(ctx context.Context, usage volumes.Usage) ([]volumes.Mount, error)
+	// SetRecoveryKey hands over the recovery key of the STATE the next Init or Join encrypts.
+	SetRecoveryKey(key string)
+	// StateEncrypted says STATE is an encrypted volume, opened with the TPM's key.
+	StateEncrypted() bool
 }
 
 // Plan is a dry run of the disk plan of Init or Join for the given config.

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/pki"
 )
@@ -23,6 +26,26 @@ type Credentials struct {
 	fingerprint string
 	node        *tls.Certificate
 	clientCAs   *x509.CertPool
+	// stuck is why the node will not decide: its boot failed before it could read its lock.
+	stuck string
+}
+
+// Stuck records why the node cannot read its lock (an encrypted STATE its TPM will not open): every
+// call is refused with that reason, since without the lock the node knows neither its mode nor its CA.
+func (c *Credentials) Stuck(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stuck = reason
+}
+
+// undecided is the refusal of a call before the node has chosen its mode.
+func (c *Credentials) undecided() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.stuck != "" {
+		return status.Error(codes.FailedPrecondition, "the node cannot read its lock, so it serves no call: "+c.stuck)
+	}
+	return status.Error(codes.Unavailable, "the node is booting; try again in a moment")
 }
 
 // NewCredentials makes the boot-time self-signed certificate for the given names and addresses.
