@@ -14,8 +14,9 @@ import (
 
 // banner prints what a user needs to reach a fresh node on its console: its addresses, the API
 // certificate's fingerprint to pin, and the bootstrap token when machined made one up. port is the
-// machine API's.
-func banner(w io.Writer, st node.Status, port int, fingerprint, token string, generated bool) {
+// machine API's. stuck is why the node could not read its lock ("" when it could): the API then refuses
+// every call with that reason, so the console says it too.
+func banner(w io.Writer, st node.Status, port int, fingerprint, token string, generated bool, stuck string) {
 	a := st.Addresses
 	if len(a) == 0 {
 		a = []string{"(none yet)"}
@@ -25,6 +26,9 @@ func banner(w io.Writer, st node.Status, port int, fingerprint, token string, ge
 	if st.LockedBy != "" {
 		fmt.Fprintf(w, " configured by %s: the API takes client certificates from the cluster's machine CA (cairnconfig)\n%s\n\n", st.LockedBy, line)
 		return
+	}
+	if stuck != "" {
+		fmt.Fprintf(w, " THE NODE CANNOT READ ITS LOCK and serves no call until it can: %s\n", stuck)
 	}
 	fmt.Fprintf(w, " fingerprint: %s\n", fingerprint)
 	if generated {

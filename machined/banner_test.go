@@ -37,11 +37,20 @@ func TestBannerPort(t *testing.T) {
 		{50100, "machine API on port 50100", "--nodes 10.5.0.2:50100 "},
 	} {
 		var b bytes.Buffer
-		banner(&b, st, tc.port, "ab:cd", "tok", false)
+		banner(&b, st, tc.port, "ab:cd", "tok", false, "")
 		for _, want := range []string{tc.wantPort, tc.wantTarget} {
 			if !strings.Contains(b.String(), want) {
 				t.Errorf("banner on port %d = %q, want it to contain %q", tc.port, b.String(), want)
 			}
 		}
+	}
+}
+
+// A node that cannot read its lock (its encrypted STATE stays shut) says why on the console.
+func TestBannerStuck(t *testing.T) {
+	var b bytes.Buffer
+	banner(&b, node.Status{Hostname: "n1", State: "Boot"}, 50000, "ab:cd", "tok", false, "mount STATE from /dev/vdb: the TPM refuses")
+	if !strings.Contains(b.String(), "CANNOT READ ITS LOCK") || !strings.Contains(b.String(), "the TPM refuses") {
+		t.Errorf("banner = %q, want the reason the lock cannot be read", b.String())
 	}
 }

@@ -101,6 +101,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		netState: cfgr,
 		clock:    &clock{log: log},
 		measured: &measuredLock{log: log},
+		crypt:    stateCrypt(mods, reaper.Starter()),
 		network: func(_ context.Context, c *config.MachineConfig) error {
 			return applyNetworkConfig(cfgr, p.IP, ipOff, &c.Machine.Network, log)
 		},

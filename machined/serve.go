@@ -68,6 +68,8 @@ type platform struct {
 	platformNetwork func(ctx context.Context, n *config.Network) error
 	// clock keeps the clock from the config's time servers, and reports it (nil: sandbox, the host's).
 	clock *clock
+	// crypt makes and opens an encrypted STATE; nil in sandbox mode, where the TPM is the host's.
+	crypt apply.Crypter
 	// measured measures the node lock into the TPM; nil in sandbox mode, where the TPM is the host's.
 	measured *measuredLock
 	// attest opens the TPM's attestation key for a join (nil in sandbox mode: the TPM is the host's).
@@ -131,7 +133,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	logFiles := &logs.Files{Dir: layout.Logs()}
 	vols := &volumes.Manager{Paths: layout, Devices: plat.devices, Mounter: sys.Mounter{}, Runner: apply.ExecRunner{Starter: plat.starter},
 		Log: log, Scanner: inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}, Reread: sys.RereadPartitions,
-		DisksReady: plat.disksReady, Filesystems: plat.filesystems}
+		DisksReady: plat.disksReady, Filesystems: plat.filesystems, Crypt: plat.crypt, HasTPM: hasTPM}
 	var n *node.Node
 	joinSvc := &joinsvc.Service{Bus: bus, Verifier: &joinsvc.Verifier{}}
 	wl := &workload.Workload{Paths: layout, Sandbox: plat.sandbox, Payload: plat.payload, Services: services, Starter: plat.starter,
@@ -253,8 +255,13 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	// sequence, which must be able to run.
 	life, endLife := context.WithCancel(context.Background())
 	defer endLife()
+	stuck := ""
 	if err := n.Start(life); err != nil {
 		log.Error("boot", "error", err)
+		if !creds.Decided() {
+			stuck = err.Error()
+			creds.Stuck(stuck)
+		}
 	}
 	if plat.devices {
 		go space.Run(life)
@@ -265,7 +272,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	notifySystemd(life, log, func() { n.Status() })
 	if !plat.sandbox {
 		st := n.Status()
-		banner(os.Stdout, st, listenPort(o.listen, client.MachinePort), creds.Fingerprint(), token, generated)
+		banner(os.Stdout, st, listenPort(o.listen, client.MachinePort), creds.Fingerprint(), token, generated, stuck)
 	}
 	if plat.handle != nil {
 		go plat.handle(n, log, bus)

@@ -44,4 +44,6 @@ var RootfsModules = []string{
 	"i6300esb", "iTCO_wdt",
 	// TPM (built into Debian's kernel today; listed so a modular kernel still ships them).
 	"tpm_tis", "tpm_crb",
+	// An encrypted STATE (machined/internal/modules.Encryption).
+	"dm_mod", "dm_crypt", "ecb", "xts", "af_alg", "algif_skcipher",
 }

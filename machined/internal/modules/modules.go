@@ -44,6 +44,11 @@ var DiskTypes = []string{"sd_mod", "sr_mod"}
 // implementations are listed.
 var Filesystems = []string{"crc32c_generic", "crc32c_intel", "xfs", "ext4", "vfat"}
 
+// Encryption opens an encrypted STATE: dm-crypt with its cipher (aes-xts; AES itself is built into
+// Debian's kernel), the kernel's crypto API for cryptsetup's key slots, and the TPM (built in today).
+// The kernel's requests for xts and ecb go to a modprobe that does not exist, so they are listed.
+var Encryption = []string{"dm_mod", "dm_crypt", "ecb", "xts", "af_alg", "algif_skcipher", "tpm_tis", "tpm_crb"}
+
 // ListName is the builder's list of shipped modules, in load order, in /lib/modules/RELEASE.
 const ListName = "cairn.load"
 

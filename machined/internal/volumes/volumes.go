@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-os/cairn/api/config"
@@ -52,6 +53,35 @@ type Manager struct {
 	// Filesystems returns once the filesystem modules are loaded, before anything is mounted (nil:
 	// nothing to load). A fresh node needs none to know it is fresh, so they are not loaded before that.
 	Filesystems func(ctx context.Context) error
+	// Crypt makes and opens an encrypted STATE (nil: none can be, as in sandbox mode); HasTPM says whether
+	// the machine has the TPM its key would be sealed to.
+	Crypt  apply.Crypter
+	HasTPM func() bool
+
+	mu        sync.Mutex
+	recovery  string
+	encrypted bool // STATE was opened as an encrypted volume
+}
+
+// StateEncrypted says STATE is an encrypted volume, opened with the TPM's key.
+func (m *Manager) StateEncrypted() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.encrypted
+}
+
+func (m *Manager) stateOpened(r apply.Result) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.encrypted = r.Encrypted
+}
+
+// SetRecoveryKey is the recovery key of the STATE the next Init or Join encrypts ("" for none). It is
+// kept in memory only, until the next call.
+func (m *Manager) SetRecoveryKey(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recovery = key
 }
 
 // Directory is the plan action of a sandbox volume kept in a plain directory.
@@ -73,7 +103,8 @@ func (m *Manager) Plan(ctx context.Context, c *config.MachineConfig) (plan.Plan,
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	return plan.Make(plan.Input{Disks: disks, Config: c.Machine.Disks, MachineType: c.Machine.Type, ClusterID: c.Cluster.ID}), nil
+	hasTPM := m.Crypt != nil && m.HasTPM != nil && m.HasTPM()
+	return plan.Make(plan.Input{Disks: disks, Config: c.Machine.Disks, MachineType: c.Machine.Type, ClusterID: c.Cluster.ID, TPM: hasTPM}), nil
 }
 
 // Preflight plans and fails with a PlanError if any step refuses; Init and Join call it before taking the
@@ -180,6 +211,7 @@ func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, stateAt
 			m.Log.Info("volume", "volume", v, "device", r.Device, "did", strings.Join(r.Did, "; "))
 		}
 		if v == plan.State {
+			m.stateOpened(r)
 			stateAt(m.Paths.State())
 		}
 		return nil
@@ -189,7 +221,11 @@ func (m *Manager) apply(ctx context.Context, p plan.Plan, v plan.Volume, stateAt
 
 func (m *Manager) applier() *apply.Applier {
 	root := m.Paths.Root
+	m.mu.Lock()
+	recovery := m.recovery
+	m.mu.Unlock()
 	return &apply.Applier{Disks: m.Scanner, Runner: m.Runner, Mounter: m.Mounter, Root: root, MountInfo: m.MountInfo, Reread: m.Reread,
+		Crypt: m.Crypt, RecoveryKey: recovery,
 		Log: func(format string, args ...any) { m.Log.Info(fmt.Sprintf(format, args...)) }}
 }
 
@@ -221,7 +257,17 @@ func (m *Manager) findState(ctx context.Context, stateAt func(string)) error {
 		return os.MkdirAll(dir, 0o700)
 	case 1:
 		s := found[0]
-		if _, fstype, ok := plan.OwnPartition(*s.Disk, plan.State, s.ClusterID); !ok || fstype == "" {
+		s.FSLabel = plan.State.FSLabel()
+		part, fstype, ok := plan.OwnPartition(*s.Disk, plan.State, s.ClusterID)
+		blank := !ok || fstype == ""
+		if ok && fstype == probe.TypeLUKS {
+			made, err := m.encryptedMade(ctx, part.Path)
+			if err != nil {
+				return fmt.Errorf("STATE on %s: %w", s.Disk.Path, err)
+			}
+			blank = !made
+		}
+		if blank {
 			// An interrupted format: nothing on it yet. Init or Join will finish it.
 			dir := m.Paths.RunState()
 			stateAt(dir)
@@ -230,9 +276,11 @@ func (m *Manager) findState(ctx context.Context, stateAt func(string)) error {
 		if err := m.filesystems(ctx); err != nil {
 			return err
 		}
-		if _, err := m.applier().Apply(ctx, s); err != nil {
+		r, err := m.applier().Apply(ctx, s)
+		if err != nil {
 			return fmt.Errorf("mount STATE from %s: %w", s.Disk.Path, err)
 		}
+		m.stateOpened(r)
 		stateAt(m.Paths.State())
 		m.Log.Info("STATE found", "device", s.Disk.Path, "cluster", s.ClusterID)
 		return nil
@@ -244,6 +292,16 @@ func (m *Manager) findState(ctx context.Context, stateAt func(string)) error {
 	return fmt.Errorf("%d disks carry a Cairn STATE label: %s; detach all but one", len(found), strings.Join(names, ", "))
 }
 
+// encryptedMade says whether an encrypted STATE holds its filesystem: a format cut short before it
+// (no sealed key yet, or no filesystem) holds nothing, the node lock included.
+func (m *Manager) encryptedMade(ctx context.Context, part string) (bool, error) {
+	if m.Crypt == nil {
+		return false, errors.New("STATE is encrypted, and this node does not open encrypted volumes")
+	}
+	sealed, made, err := m.Crypt.Inspect(ctx, part)
+	return sealed && made, err
+}
+
 // StopTasks unmount the volumes, deepest first, before a reboot or shutdown: with what is mounted
 // below each volume and every bind of it elsewhere (/etc/kubernetes from STATE, the kubelet's shared
 // /var/lib/kubelet), which would otherwise keep the filesystem open, its log dirty, across the reboot.
@@ -251,7 +309,7 @@ func (m *Manager) StopTasks() []sequence.Task {
 	if !m.Devices {
 		return nil
 	}
-	return []sequence.Task{{Name: "unmount-volumes", Run: func(context.Context) error {
+	return []sequence.Task{{Name: "unmount-volumes", Run: func(ctx context.Context) error {
 		info := m.MountInfo
 		if info == "" {
 			info = apply.DefaultMountInfo
@@ -269,6 +327,10 @@ func (m *Manager) StopTasks() []sequence.Task {
 					errs = append(errs, m.Mounter.Unmount(t, true))
 				}
 			}
+		}
+		if m.Crypt != nil && errors.Join(errs...) == nil {
+			// An encrypted STATE is closed too: its key leaves the kernel before the reboot or a wipe.
+			errs = append(errs, m.Crypt.Close(ctx, apply.MapperName(plan.State)))
 		}
 		return errors.Join(errs...)
 	}}}
