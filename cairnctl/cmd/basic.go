@@ -191,6 +191,14 @@ func newService(g *globals) *cobra.Command {
 // tpmLine says whether the node lock is measured and the TPM agrees ("" in sandbox mode, or before the
 // node is locked on a machine that has none).
 func tpmLine(t *machine.TPMStatus) string {
+	line := measuredLine(t)
+	if t.GetStateEncrypted() {
+		line += "; STATE encrypted (LUKS2, the key sealed to this TPM)"
+	}
+	return line
+}
+
+func measuredLine(t *machine.TPMStatus) string {
 	switch {
 	case t == nil:
 		return ""

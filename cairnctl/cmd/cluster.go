@@ -91,6 +91,7 @@ cairnconfig and kubeconfig. With --no-init it stops once every node answers in m
 	f.StringVar(&mode, "mode", string(qemu.ModeVmlinux), "boot mode: vmlinux (direct kernel boot, fastest), iso (SeaBIOS), iso-uefi (OVMF, the blank disks first in the boot order: a disk written by cairnctl install boots) or raw (UEFI disk)")
 	f.IntVar(&o.Memory, "memory", 0, "memory of every node in MiB (default 2048 for control planes, 1024 for workers)")
 	f.BoolVar(&o.TPM, "tpm", false, "give every node an emulated TPM 2.0 (swtpm; the iso, iso-uefi and raw modes): its node lock is measured")
+	f.BoolVar(&o.EncryptState, "encrypt-state", false, "encrypt every node's STATE (LUKS2, the key sealed to its TPM; needs --tpm); each node's recovery key is kept in its directory under the state dir")
 	f.IntVar(&o.CPUs, "cpus", 0, "virtual CPUs per node (default: 2 for control planes while two each fit this host's cores, else 1; 2 for workers only if that still fits, else 1)")
 	sizes.register(f, "each node's", "each control plane's")
 	f.StringArrayVar(&diskFiles, "disk-file", nil, "SERIAL=FILE: attach an existing disk image to the first control plane, in place of the blank disk of that serial (cairn-state, cairn-ephemeral, cairn-etcd) or as an extra disk (destroy leaves FILE alone)")

@@ -59,11 +59,20 @@ taken its lock with --detach.
 			if err != nil {
 				return err
 			}
+			recovery, err := cluster.StateRecoveryKey(cfg)
+			if err != nil {
+				return err
+			}
 			t := cluster.JoinTarget{
 				Node:         client.Options{Endpoint: g.nodes[0], Token: g.token, Fingerprint: g.fingerprint, InsecureSkipVerify: g.insecureSkip},
 				ControlPlane: cp,
 				JoinService:  joinAddr(cp, joinPort),
 				Context:      ctx,
+				RecoveryKey:  recovery,
+			}
+			if recovery != "" {
+				// Before the join: a node that took its lock has the key, whatever happens to this stream.
+				fmt.Fprintln(g.stderr, cluster.RecoveryNotice(g.nodes[0], recovery))
 			}
 			var printErr error
 			err = cluster.JoinNode(cmd.Context(), t, cfg, detach, func(e *machine.Event) {

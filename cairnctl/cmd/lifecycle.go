@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/cairnctl/internal/cluster"
 )
 
 func newEvents(g *globals) *cobra.Command {
@@ -65,7 +66,11 @@ until the node is Running, or returns at once with --detach. After the lock, the
 certificates from the cluster's machine CA (the cairnconfig from 'cairnctl gen config').
 
 With --etcd-snapshot, the new control plane starts etcd from a snapshot ('cairnctl etcd snapshot') and so
-restores a whole cluster's state; use the configs (secrets) of the cluster the snapshot came from.`,
+restores a whole cluster's state; use the configs (secrets) of the cluster the snapshot came from.
+
+When the config asks for an encrypted STATE (machine.disks.state.encryption: tpm), cairnctl makes a
+recovery key, sends it with Init and prints it once, on standard error: the node keeps it nowhere. With
+it, cryptsetup opens the node's STATE on any machine should the node's TPM ever refuse its key.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := readFile(file, "--config")
@@ -79,7 +84,14 @@ restores a whole cluster's state; use the configs (secrets) of the cluster the s
 				}
 			}
 			return g.eachNode(func(nc nodeClient, prefix string) error {
-				s, err := nc.Init(cmd.Context(), &machine.InitRequest{Config: cfg, Detach: detach, EtcdSnapshot: snap})
+				recovery, err := cluster.StateRecoveryKey(cfg)
+				if err != nil {
+					return err
+				}
+				if recovery != "" {
+					fmt.Fprintln(g.stderr, cluster.RecoveryNotice(nc.name, recovery))
+				}
+				s, err := nc.Init(cmd.Context(), &machine.InitRequest{Config: cfg, Detach: detach, EtcdSnapshot: snap, StateRecoveryKey: recovery})
 				if err != nil {
 					return err
 				}

@@ -244,7 +244,7 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgs, err := GenerateConfigs("bench", l, time.Now())
+	cfgs, err := GenerateConfigs("bench", l, time.Now(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	const what = "init to Running, node Ready (microvm, 2 vCPU, 2 GiB)"
 	start := time.Now()
 	var tasks []string
-	err = initNode(ctx, client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fp}, data, func(e *machine.Event) {
+	err = initNode(ctx, client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fp}, data, "", func(e *machine.Event) {
 		if e.Kind == "task" && e.Outcome == "done" && e.Started != nil {
 			tasks = append(tasks, fmt.Sprintf("%s %.1fs", e.Task, e.Time.AsTime().Sub(e.Started.AsTime()).Seconds()))
 		}

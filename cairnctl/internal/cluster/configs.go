@@ -19,8 +19,9 @@ type Configs struct {
 
 // GenerateConfigs makes the cluster's secrets and configs: the endpoint is the VIP or else the first
 // control plane's L2 address, and each node's config names its host and pins kubelet's node IP to its L2 address (the
-// user-network address, 10.0.2.15, is the same on every VM).
-func GenerateConfigs(name string, l Layout, now time.Time) (*Configs, error) {
+// user-network address, 10.0.2.15, is the same on every VM). encryptState asks for every node's STATE
+// encrypted with its TPM.
+func GenerateConfigs(name string, l Layout, now time.Time, encryptState bool) (*Configs, error) {
 	gen, err := config.Generate(config.GenOptions{ClusterName: name, Endpoint: l.Endpoint(), Now: now}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("generate the configs of cluster %s: %w", name, err)
@@ -29,6 +30,9 @@ func GenerateConfigs(name string, l Layout, now time.Time) (*Configs, error) {
 		gen.ControlPlane.Cluster.VIP, gen.Worker.Cluster.VIP = l.VIP.String(), l.VIP.String()
 	}
 	emulationTimings(&gen.ControlPlane.Cluster)
+	if encryptState {
+		gen.ControlPlane.Machine.Disks.State.Encryption, gen.Worker.Machine.Disks.State.Encryption = config.EncryptionTPM, config.EncryptionTPM
+	}
 	c := &Configs{Secrets: gen.Secrets, ControlPlane: gen.ControlPlane, Worker: gen.Worker, Nodes: map[string]*config.MachineConfig{}}
 	for _, n := range l.Nodes {
 		nc, err := NodeConfig(c.template(n.Role), n)

@@ -17,7 +17,7 @@ func TestGenerateConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	c, err := GenerateConfigs("demo", l, now)
+	c, err := GenerateConfigs("demo", l, now, false)
 	if err != nil {
 		t.Fatalf("GenerateConfigs() = %v", err)
 	}
@@ -105,7 +105,7 @@ func TestClientContext(t *testing.T) {
 func TestWriteConfigs(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := Plan("w", 1, 1, nil)
-	c, err := GenerateConfigs("w", l, time.Now())
+	c, err := GenerateConfigs("w", l, time.Now(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

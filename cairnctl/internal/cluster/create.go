@@ -30,6 +30,9 @@ type CreateOptions struct {
 	Workers       int
 	// TPM gives every node an emulated TPM 2.0 (swtpm; q35 modes only).
 	TPM bool
+	// EncryptState makes every node's STATE LUKS2 with its key sealed to its TPM (needs TPM); each node's
+	// recovery key is kept in its directory (RecoveryKeyFile).
+	EncryptState bool
 	// Memory is every node's memory in MiB; 0 gives control planes 2048 and workers 1024 (DESIGN §11:
 	// a control plane's components need about 700 MB).
 	Memory int
@@ -80,6 +83,9 @@ func Create(ctx context.Context, o CreateOptions, p *Progress) (*Result, error) 
 	}
 	if err := checkUserDataSource(o.UserData); err != nil {
 		return nil, err
+	}
+	if o.EncryptState && !o.TPM {
+		return nil, fmt.Errorf("--encrypt-state seals each node's STATE key to its TPM: add --tpm (and an iso, iso-uefi or raw --mode)")
 	}
 	if o.UserData != "" && (o.ControlPlanes != 1 || o.Workers != 0 || o.NoInit) {
 		return nil, fmt.Errorf("--userdata makes one control plane that inits itself (not with --controlplanes, --workers or --no-init): " +
@@ -218,7 +224,7 @@ func printStarted(p *Progress, spec VMSpec, ns NodeState, vm *qemu.VM) {
 func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, layout Layout, img Artifacts, dir string, p *Progress) (*Result, error) {
 	now := time.Now()
 	res := &Result{Root: o.Root, Dir: dir, Fingerprints: map[string]string{}}
-	cfgs, err := GenerateConfigs(o.Name, layout, now)
+	cfgs, err := GenerateConfigs(o.Name, layout, now, o.EncryptState)
 	if err != nil {
 		return res, err
 	}
@@ -326,8 +332,12 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 		}
 	}
 	maint := client.Options{Endpoint: first.APIEndpoint(), Token: first.Token, Fingerprint: res.Fingerprints[first.Name]}
+	recovery, err := StateRecoveryKey(data)
+	if err != nil {
+		return res, err
+	}
 	ictx, cancel := context.WithTimeout(ctx, o.SequenceTimeout)
-	err = initNode(ictx, maint, data, printEvent(first.Name))
+	err = initNode(ictx, maint, data, recovery, printEvent(first.Name))
 	cancel()
 	if status.Code(err) == codes.Unavailable && streamed[first.Name] && vmAlive(vms[first.Name]) {
 		// The stream broke but the node lives: Init goes on without a listener. Follow it over mutual
@@ -337,6 +347,9 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 	}
 	if err != nil {
 		return res, fmt.Errorf("node %s: init: %w%s", first.Name, err, vmExit(vms[first.Name]))
+	}
+	if err := saveRecoveryKey(dir, first.Name, recovery, p); err != nil {
+		return res, err
 	}
 	if err := waitRunning(ctx, first, cctx, o.SequenceTimeout, p); err != nil {
 		return res, fmt.Errorf("%w%s", err, vmExit(vms[first.Name]))
@@ -366,11 +379,16 @@ func pushJoin(ctx context.Context, dir string, first, n NodeState, fingerprint s
 	if err != nil {
 		return err
 	}
+	recovery, err := StateRecoveryKey(data)
+	if err != nil {
+		return err
+	}
 	t := JoinTarget{
 		Node:         client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fingerprint},
 		ControlPlane: first.APIEndpoint(),
 		JoinService:  fmt.Sprintf("127.0.0.1:%d", first.Ports[JoinPort]),
 		Context:      cctx,
+		RecoveryKey:  recovery,
 	}
 	streamed := false
 	jctx, cancel := context.WithTimeout(ctx, timeout)
@@ -385,6 +403,9 @@ func pushJoin(ctx context.Context, dir string, first, n NodeState, fingerprint s
 	}
 	if err != nil {
 		return fmt.Errorf("node %s: join: %w%s", n.Name, err, vmExit(vm))
+	}
+	if err := saveRecoveryKey(dir, n.Name, recovery, p); err != nil {
+		return err
 	}
 	if err := waitRunning(ctx, n, cctx, timeout, p); err != nil {
 		return fmt.Errorf("%w%s", err, vmExit(vm))
@@ -447,13 +468,13 @@ func mergeContext(path, name string, ctx *client.Context) error {
 }
 
 // initNode sends Init over the maintenance API and follows its events to the end.
-func initNode(ctx context.Context, o client.Options, cfg []byte, event func(*machine.Event)) error {
+func initNode(ctx context.Context, o client.Options, cfg []byte, recovery string, event func(*machine.Event)) error {
 	mc, conn, err := client.Connect(o)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	s, err := mc.Init(ctx, &machine.InitRequest{Config: cfg})
+	s, err := mc.Init(ctx, &machine.InitRequest{Config: cfg, StateRecoveryKey: recovery})
 	if err != nil {
 		return err
 	}

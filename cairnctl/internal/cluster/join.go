@@ -34,6 +34,8 @@ type JoinTarget struct {
 	// Context's machine CA.
 	JoinService string
 	Context     *client.Context
+	// RecoveryKey is sent with the Join for an encrypted STATE ("" for none).
+	RecoveryKey string
 }
 
 // JoinNode joins the node at t.Node to the cluster with cfg (a machine config, YAML), calling event for
@@ -61,6 +63,7 @@ func JoinNode(ctx context.Context, t JoinTarget, cfg []byte, detach bool, event 
 		Node: node, NodeName: t.Node.Endpoint,
 		ControlPlane: cp, ControlPlaneName: t.ControlPlane,
 		JoinService: machine.NewJoinServiceClient(jsConn), JoinServiceName: t.JoinService,
+		RecoveryKey: t.RecoveryKey,
 	}, cfg, detach, event)
 }
 
@@ -91,6 +94,8 @@ type Joiner struct {
 	ControlPlaneName string
 	JoinService      machine.JoinServiceClient
 	JoinServiceName  string
+	// RecoveryKey is sent with the Join for an encrypted STATE ("" for none).
+	RecoveryKey string
 }
 
 // Join runs the operator's side of a join: a single-use token from the control plane, the node's public
@@ -147,7 +152,7 @@ func Join(ctx context.Context, j Joiner, cfgYAML []byte, detach bool, event func
 	if err != nil {
 		return fmt.Errorf("serialize the join ticket: %w", err)
 	}
-	s, err := j.Node.Join(ctx, &machine.JoinRequest{Config: cfgYAML, Ticket: raw, Detach: detach})
+	s, err := j.Node.Join(ctx, &machine.JoinRequest{Config: cfgYAML, Ticket: raw, Detach: detach, StateRecoveryKey: j.RecoveryKey})
 	if err != nil {
 		return fmt.Errorf("joining node %s: %w", j.NodeName, err)
 	}

@@ -167,7 +167,7 @@ func newJoinEnv(t *testing.T, edit func(*joinEnv)) *joinEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgs, err := GenerateConfigs("demo", l, time.Now())
+	cfgs, err := GenerateConfigs("demo", l, time.Now(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

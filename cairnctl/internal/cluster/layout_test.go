@@ -184,7 +184,7 @@ func TestVIP(t *testing.T) {
 	if err != nil || n.Address != netip.MustParseAddr("10.5.0.6") {
 		t.Errorf("Grow() next to the VIP = %+v, %v, want 10.5.0.6", n, err)
 	}
-	c, err := GenerateConfigs("dev", l, time.Now())
+	c, err := GenerateConfigs("dev", l, time.Now(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
