@@ -67,6 +67,7 @@ unit: ## unit tests: no root, under a minute
 
 integration: build bundle payload ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle, a conformance smoke run
 	./hack/deps.sh test
+	./hack/deps.sh cgo # the TPM simulator of the encrypted-volume tests
 	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -count=1 -timeout 30m -p 1 ./...
 	cd image/bundle && $(GO) test -tags integration -timeout 10m ./itest/ ./mount/
 	$(MAKE) --no-print-directory conformance-smoke
@@ -102,9 +103,9 @@ e2e-platforms: image ## TestUserData from cairn.raw: a control plane that inits 
 	./hack/deps.sh qemu
 	CAIRN_E2E_PLATFORMS=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestUserData$$' ./hack/e2e/
 
-e2e-tpm: image ## TestAttestedJoin: workers with their own swtpm join by themselves and by cairnctl join (which relays the TPM's answer), and the control plane checks each quote before the ticket (CAIRN_E2E_TPM=1; not in make test)
+e2e-tpm: image ## TestAttestedJoin (workers with their own swtpm join by themselves and by cairnctl join, the control plane checks each quote) and TestEncryptedState (STATE LUKS2 with its key sealed to the swtpm: unlocks across a reboot, a fresh TPM cannot, the recovery key can) (CAIRN_E2E_TPM=1; not in make test)
 	./hack/deps.sh qemu
-	CAIRN_E2E_TPM=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestAttestedJoin$$' ./hack/e2e/
+	CAIRN_E2E_TPM=1 $(GO) test -tags e2e -timeout 80m -count=1 -v -run 'TestAttestedJoin$$|TestEncryptedState$$' ./hack/e2e/
 
 e2e-install: image ## TestInstall alone (it is in make e2e): boot the ISO through UEFI, init, refuse a foreign disk, install onto a blank one and come back Running from it (about 9 minutes)
 	./hack/deps.sh qemu

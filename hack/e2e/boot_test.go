@@ -67,6 +67,7 @@ type event struct {
 	Kind     string    `json:"kind"`
 	Outcome  string    `json:"outcome"`
 	Message  string    `json:"message"`
+	Error    string    `json:"error"`
 }
 
 // TestVmlinux boots the initramfs directly (microvm) with blank disks and follows one node in
