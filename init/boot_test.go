@@ -94,10 +94,24 @@ func TestBootSequence(t *testing.T) {
 		"mount /newroot /  0x2000 ",
 		"chroot .",
 		"chdir /",
-		`exec /sbin/machined ["/sbin/machined" "cairn.token=abc" "foo"] ["TERM=linux"]`,
+		`exec /sbin/machined ["/sbin/machined" "cairn.token=abc" "foo"] ["TERM=linux" "GODEBUG=disablethp=1"]`,
 	}
 	if diff := cmp.Diff(want, f.calls); diff != "" {
 		t.Errorf("boot() calls (-want +got):\n%s", diff)
+	}
+}
+
+// machined's heap gets no huge pages unless the command line says otherwise; other GODEBUG settings stay.
+func TestMachinedEnv(t *testing.T) {
+	for _, tc := range []struct{ env, want []string }{
+		{nil, []string{"GODEBUG=disablethp=1"}},
+		{[]string{"TERM=linux", "GODEBUG=gctrace=1"}, []string{"TERM=linux", "GODEBUG=gctrace=1,disablethp=1"}},
+		{[]string{"GODEBUG=disablethp=0"}, []string{"GODEBUG=disablethp=0"}},
+		{[]string{"GODEBUG="}, []string{"GODEBUG=disablethp=1"}},
+	} {
+		if got := machinedEnv(tc.env); !cmp.Equal(got, tc.want) {
+			t.Errorf("machinedEnv(%q) = %q, want %q", tc.env, got, tc.want)
+		}
 	}
 }
 
