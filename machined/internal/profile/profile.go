@@ -5,9 +5,11 @@ package profile
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -52,10 +54,14 @@ func (e *BusyError) Error() string { return "another CPU profile is running: " +
 func (e *BusyError) Precondition() {}
 
 // Runtime writes this process's profiles.
-type Runtime struct{}
+type Runtime struct {
+	// SmapsRollup is the kernel's account of this process's memory, which "metrics" ends with;
+	// empty: /proc/self/smaps_rollup.
+	SmapsRollup string
+}
 
 // Write writes the profile req names to w. A CPU profile samples for req.Seconds, or until ctx ends.
-func (Runtime) Write(ctx context.Context, req Request, w io.Writer) error {
+func (r Runtime) Write(ctx context.Context, req Request, w io.Writer) error {
 	if !slices.Contains(Names, req.Name) {
 		return &InvalidError{fmt.Sprintf("unknown profile %q: want one of %v", req.Name, Names)}
 	}
@@ -63,7 +69,10 @@ func (Runtime) Write(ctx context.Context, req Request, w io.Writer) error {
 		return &InvalidError{fmt.Sprintf("debug %d: want 0 (pprof protobuf), 1 or 2 (text)", req.Debug)}
 	}
 	if req.Name == "metrics" {
-		return writeMetrics(w)
+		if err := writeMetrics(w); err != nil {
+			return err
+		}
+		return r.writeSmaps(w)
 	}
 	if req.Name == "cpu" {
 		if req.Debug != 0 {
@@ -120,6 +129,32 @@ func writeMetrics(w io.Writer) error {
 			fmt.Fprintf(bw, "%s %d\n", s.Name, s.Value.Uint64())
 		case metrics.KindFloat64:
 			fmt.Fprintf(bw, "%s %g\n", s.Name, s.Value.Float64())
+		}
+	}
+	return bw.Flush()
+}
+
+// writeSmaps appends the kernel's side of the account: what of the process is resident, by kind. The
+// runtime's figures say what Go mapped and uses; these say what the kernel counts against the process
+// (the RSS a node reports), which differ by the binary's pages, huge pages backing a sparse heap, and
+// the data segments.
+func (r Runtime) writeSmaps(w io.Writer) error {
+	name := r.SmapsRollup
+	if name == "" {
+		name = "/proc/self/smaps_rollup"
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		// Not every kernel has it (before 4.14): the runtime's figures above still stand.
+		_, err = fmt.Fprintf(w, "# %s: %v\n", name, err)
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "# the kernel's account (%s)\n", name)
+	for line := range bytes.Lines(b) {
+		// The first line names the address range, not a figure.
+		if f := bytes.Fields(line); len(f) == 3 && bytes.HasSuffix(f[0], []byte(":")) {
+			bw.Write(line)
 		}
 	}
 	return bw.Flush()

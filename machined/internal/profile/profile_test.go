@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -40,5 +42,28 @@ func TestWrite(t *testing.T) {
 		if err := (Runtime{}).Write(ctx, r, &b); !errors.As(err, &invalid) {
 			t.Errorf("Write(%+v) = %v, want an invalid-argument error", r, err)
 		}
+	}
+}
+
+// TestMetricsKernelAccount: the metrics profile ends with the kernel's figures, the address line left out.
+func TestMetricsKernelAccount(t *testing.T) {
+	rollup := filepath.Join(t.TempDir(), "smaps_rollup")
+	text := "00400000-7ffd1000 ---p 00000000 00:00 0                          [rollup]\nRss:               31840 kB\nAnonHugePages:      6144 kB\n"
+	if err := os.WriteFile(rollup, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := (Runtime{SmapsRollup: rollup}).Write(context.Background(), Request{Name: "metrics"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	_, tail, _ := strings.Cut(b.String(), "# the kernel's account")
+	if !strings.Contains(tail, "\nRss:               31840 kB\nAnonHugePages:      6144 kB\n") || strings.Contains(tail, "[rollup]") {
+		t.Errorf("metrics profile ends with %q, want the rollup's figures without its address line", tail)
+	}
+
+	// Without the file the runtime's figures still come, with a line saying why the rest is missing.
+	b.Reset()
+	if err := (Runtime{SmapsRollup: filepath.Join(t.TempDir(), "none")}).Write(context.Background(), Request{Name: "metrics"}, &b); err != nil || !strings.Contains(b.String(), "no such file") {
+		t.Errorf("metrics without smaps_rollup: %v\n%.200s", err, b.String())
 	}
 }
