@@ -77,6 +77,61 @@ func TestClientsReuseTheConnection(t *testing.T) {
 	}
 }
 
+// TestClientsRotatedCertificate: a kubeconfig naming a certificate file (the kubelet's) keeps its client
+// while neither changes, and gets a new one when only the file is rotated.
+func TestClientsRotatedCertificate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{}`)) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	embedded, kc, pemFile := filepath.Join(dir, "embedded.conf"), filepath.Join(dir, "kubelet.conf"), filepath.Join(dir, "kubelet-client-current.pem")
+	rotate := func() {
+		t.Helper()
+		writeKubeconfig(t, embedded, srv)
+		k, err := readKubeconfig(embedded, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pemFile, append(k.cert, k.key...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotate()
+	cfg := clientcmdv1.Config{
+		Clusters: []clientcmdv1.NamedCluster{{Name: "c", Cluster: clientcmdv1.Cluster{Server: srv.URL,
+			CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}},
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: "kubelet", AuthInfo: clientcmdv1.AuthInfo{ClientCertificate: pemFile, ClientKey: pemFile}}},
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kc, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cs Clients
+	first, err := cs.FromKubeconfig(kc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := cs.FromKubeconfig(kc, ""); err != nil || again != first {
+		t.Fatalf("FromKubeconfig of an unchanged kubeconfig and certificate = %p, %v; want the first client %p", again, err, first)
+	}
+	rotate()
+	rotated, err := cs.FromKubeconfig(kc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated == first {
+		t.Errorf("FromKubeconfig kept the client after the certificate file was rotated")
+	}
+	if err := os.Remove(pemFile); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.FromKubeconfig(kc, ""); err == nil {
+		t.Errorf("FromKubeconfig with its certificate file gone = nil error, want the read error")
+	}
+}
+
 // writeKubeconfig writes a kubeconfig for srv with a new self-signed client certificate.
 func writeKubeconfig(t *testing.T, path string, srv *httptest.Server) {
 	t.Helper()

@@ -69,27 +69,35 @@ func readKubeconfig(path, server string) (credentials, error) {
 	if err != nil {
 		return credentials{}, err
 	}
+	k, _, err := parseKubeconfig(path, data, server)
+	return k, err
+}
+
+// parseKubeconfig reads the credentials of the kubeconfig data read from path, and names the file it
+// took the client certificate from, if not from data itself.
+func parseKubeconfig(path string, data []byte, server string) (k credentials, certFile string, err error) {
 	var kc clientcmdv1.Config
 	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return credentials{}, fmt.Errorf("kubeconfig %s: %w", path, err)
+		return credentials{}, "", fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	if len(kc.Clusters) == 0 || len(kc.AuthInfos) == 0 {
-		return credentials{}, fmt.Errorf("kubeconfig %s: no cluster or user", path)
+		return credentials{}, "", fmt.Errorf("kubeconfig %s: no cluster or user", path)
 	}
 	c, u := kc.Clusters[0].Cluster, kc.AuthInfos[0].AuthInfo
 	cert, key := u.ClientCertificateData, u.ClientKeyData
 	if len(cert) == 0 && u.ClientCertificate != "" {
 		// The kubelet's rotated credential: one PEM file with both.
-		both, err := os.ReadFile(u.ClientCertificate)
+		certFile = u.ClientCertificate
+		both, err := os.ReadFile(certFile)
 		if err != nil {
-			return credentials{}, err
+			return credentials{}, "", err
 		}
 		cert, key = both, both
 	}
 	if server == "" {
 		server = c.Server
 	}
-	return credentials{server: []byte(server), ca: c.CertificateAuthorityData, cert: cert, key: key}, nil
+	return credentials{server: []byte(server), ca: c.CertificateAuthorityData, cert: cert, key: key}, certFile, nil
 }
 
 // StatusError is a response with an unexpected HTTP status.
