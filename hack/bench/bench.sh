@@ -13,7 +13,8 @@
 #
 # The figures are made by TestBench in cairnctl/internal/cluster (build tag bench): it boots VMs with the
 # same launcher and wait code as `cairnctl cluster create`, which Go's internal rule keeps in cairnctl/.
-# Environment: CAIRN_BENCH_RUNS (boots per kind, default 5), CAIRN_BENCH_INIT=0 (skip Init, which takes
+# Environment: CAIRN_BENCH_RUNS (boots per kind, default 5), CAIRN_BENCH_SETTLE (when after Init to measure
+# memory again, default 10m, 0 to skip), CAIRN_BENCH_INIT=0 (skip Init, which takes
 # minutes), CAIRN_IMAGE_DIR (default _out), CAIRN_BENCH_COMPARE (other image directories, comma-separated,
 # booted in the same rounds with a row each: two builds against the same floor). A busy host slows every
 # emulated boot: run it on an idle machine, and compare Cairn with the floor of the same run.

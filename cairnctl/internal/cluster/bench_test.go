@@ -211,7 +211,8 @@ func apiLatency(t *testing.T, f *figures, n NodeState, fp string) {
 
 // recordMemory records the resident memory of machined and of each supervised service, as the node
 // reports it.
-func recordMemory(ctx context.Context, f *figures, o client.Options, when string) {
+// target is the issue's, on the row it applies to.
+func recordMemory(ctx context.Context, f *figures, o client.Options, when, target string) {
 	mc, conn, err := client.Connect(o)
 	if err != nil {
 		f.add("memory "+when, "MiB", 0, "", err.Error())
@@ -225,7 +226,7 @@ func recordMemory(ctx context.Context, f *figures, o client.Options, when string
 	}
 	// Anonymous memory is the Go heap, stacks and runtime; file-backed is machined's binary as far as it
 	// is paged in: they shrink by different means.
-	f.add("machined RSS "+when, "MiB", float64(s.MachinedRssBytes)/(1<<20), "≤ 20 MB after 10 min",
+	f.add("machined RSS "+when, "MiB", float64(s.MachinedRssBytes)/(1<<20), target,
 		fmt.Sprintf("anonymous %.1f MiB, file-backed %.1f MiB", float64(s.MachinedRssAnonBytes)/(1<<20), float64(s.MachinedRssFileBytes)/(1<<20)))
 	if r, err := mc.Services(ctx, &machine.ServicesRequest{}); err == nil {
 		for _, svc := range r.Services {
@@ -281,7 +282,26 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	} else {
 		f.add("init to CoreDNS ready", "s", time.Since(start).Seconds(), "≤ 150 s", "")
 	}
-	recordMemory(ctx, f, o, "in Running")
+	recordMemory(ctx, f, o, "in Running", "")
+	// The figure is machined's memory once the node has run a while: what start-up and Init
+	// touched is given back 10 s after the sequence, and what the steady work (health checks, the
+	// kubelet's and etcd's probes, log polling, the CSR approver) touches comes back meanwhile.
+	if settle := benchSettle(); settle > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(start.Add(settle))):
+			recordMemory(ctx, f, o, fmt.Sprintf("%s after Init", settle), "≤ 20 MB after 10 min")
+		}
+	}
+}
+
+// benchSettle is how long after Init the bench measures memory again: CAIRN_BENCH_SETTLE (a Go
+// duration, 0 to skip), 10 minutes by default.
+func benchSettle() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("CAIRN_BENCH_SETTLE")); err == nil {
+		return d
+	}
+	return 10 * time.Minute
 }
 
 // waitCheck polls the node's Health until the named check passes, and returns its last message if
