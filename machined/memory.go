@@ -13,7 +13,9 @@ import (
 // Go runtime memory settings. machined is PID 1: if it dies the kernel panics, and whatever it holds is
 // taken from the pods. Its live heap in Running is a few MB; with Go's default GOGC=100 the heap grows to
 // twice that between collections, and machined allocates steadily (health probes, API calls, log lines),
-// so the garbage, not the live data, set most of its resident heap.
+// so the garbage, not the live data, set most of its resident heap. The third setting is not here: init
+// starts machined with GODEBUG=disablethp=1 (init/boot.go), since the runtime reads it only at start, and
+// without it Debian's kernel backed the sparse heap with 2 MiB pages that were mostly untouched.
 const (
 	// gcPercent: collect when the heap has grown by a third over what the last collection left. machined
 	// is idle most of the time, so the extra collections cost little CPU (one every few seconds of a
