@@ -79,7 +79,7 @@ func (cs *Clients) FromKubeconfig(path, server string) (*Client, error) {
 	return c, nil
 }
 
-// fileSum is the SHA-256 of a file's bytes; a file that cannot be read sums as empty, which differs from
+// fileSum is the SHA-256 of a file's bytes; a file that cannot be read sums as all zeros, which differs from
 // any certificate's sum, so the kubeconfig is read again and its error reported.
 func fileSum(name string) [sha256.Size]byte {
 	b, err := os.ReadFile(name)
