@@ -49,7 +49,7 @@ func (cs *Clients) FromKubeconfig(path, server string) (*Client, error) {
 	}
 	var cert [sha256.Size]byte
 	if certFile != "" {
-		cert = fileSum(certFile)
+		cert = sha256.Sum256(k.cert) // the file's bytes, as parseKubeconfig read them
 	}
 	h := sha256.New()
 	for _, b := range [][]byte{k.server, k.ca, k.cert, k.key} {
