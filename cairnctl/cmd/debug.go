@@ -53,10 +53,11 @@ func newPprof(g *globals) *cobra.Command {
 		Long: `pprof saves a runtime profile of machined on the node (the first one given) to FILE, in the format
 'go tool pprof' reads: a node has no shell, so this is how to see what holds machined's memory or time.
 
-NAME is heap (live memory, after a garbage collection unless --gc=false), allocs (every allocation since
-start), goroutine, threadcreate, block, mutex or cpu (sampled for --seconds). --debug 1 or 2 writes pprof's
-text form instead; heap's ends with the Go runtime's memory statistics. NAME metrics is the runtime's own
-accounting as text (runtime/metrics): where the memory goes besides the heap.
+NAME is heap (live memory, after a garbage collection unless --gc=false), allocs (every allocation
+since start), goroutine, threadcreate, block, mutex or cpu (sampled for --seconds). --debug 1 or 2 writes
+pprof's text form instead; heap's ends with the Go runtime's memory statistics. NAME metrics is the
+runtime's own accounting as text (runtime/metrics): where the memory goes besides the heap, then the
+kernel's account of the process and of each mapping of machined's binary.
 
   cairnctl debug pprof heap heap.pprof && go tool pprof -top -sample_index=inuse_space heap.pprof`,
 		Args: cobra.ExactArgs(2),

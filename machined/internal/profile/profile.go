@@ -14,6 +14,7 @@ import (
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,11 @@ type Runtime struct {
 	// SmapsRollup is the kernel's account of this process's memory, which "metrics" ends with;
 	// empty: /proc/self/smaps_rollup.
 	SmapsRollup string
+	// Smaps is the same account by mapping, from which "metrics" adds the binary's own mappings;
+	// empty: /proc/self/smaps.
+	Smaps string
+	// Binary is the executable whose mappings "metrics" lists; empty: this process's (os.Executable).
+	Binary string
 }
 
 // Write writes the profile req names to w. A CPU profile samples for req.Seconds, or until ctx ends.
@@ -72,7 +78,10 @@ func (r Runtime) Write(ctx context.Context, req Request, w io.Writer) error {
 		if err := writeMetrics(w); err != nil {
 			return err
 		}
-		return r.writeSmaps(w)
+		if err := r.writeSmaps(w); err != nil {
+			return err
+		}
+		return r.writeBinaryMappings(w)
 	}
 	if req.Name == "cpu" {
 		if req.Debug != 0 {
@@ -157,5 +166,52 @@ func (r Runtime) writeSmaps(w io.Writer) error {
 			bw.Write(line)
 		}
 	}
+	return bw.Flush()
+}
+
+// writeBinaryMappings appends the binary's own mappings with what of each is resident: its code, its
+// read-only data (type data and the tables the collector and the unwinder read) and its data segment.
+// Pages of the binary are shared with the page cache, so they say which part of it the process keeps
+// touching, not memory it alone holds.
+func (r Runtime) writeBinaryMappings(w io.Writer) error {
+	name, bin := r.Smaps, r.Binary
+	if name == "" {
+		name = "/proc/self/smaps"
+	}
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			_, err = fmt.Fprintf(w, "# the binary's mappings: %v\n", err)
+			return err
+		}
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		_, err = fmt.Fprintf(w, "# %s: %v\n", name, err)
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "# the binary's mappings (%s, %s): permissions, offset, then kB\n", name, bin)
+	var cur []string // the binary's mapping being read: permissions, offset, and its figures
+	flush := func() {
+		if cur != nil {
+			fmt.Fprintln(bw, strings.Join(cur, " "))
+		}
+		cur = nil
+	}
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			// A mapping's header: address range, permissions, offset, device, inode[, path].
+			flush()
+			if len(f) == 6 && f[5] == bin {
+				cur = []string{f[1], f[2]}
+			}
+		case cur != nil && len(f) == 3 && f[2] == "kB" && slices.Contains([]string{"Size:", "Rss:", "Anonymous:"}, f[0]):
+			cur = append(cur, strings.TrimSuffix(f[0], ":")+"="+f[1])
+		}
+	}
+	flush()
 	return bw.Flush()
 }

@@ -67,3 +67,43 @@ func TestMetricsKernelAccount(t *testing.T) {
 		t.Errorf("metrics without smaps_rollup: %v\n%.200s", err, b.String())
 	}
 }
+
+// TestMetricsBinaryMappings: the metrics profile lists the binary's mappings, and only those.
+func TestMetricsBinaryMappings(t *testing.T) {
+	dir := t.TempDir()
+	smaps := filepath.Join(dir, "smaps")
+	text := `00400000-00c00000 r--p 00000000 07:00 12 /sbin/machined
+Size:               8192 kB
+Rss:                3100 kB
+Anonymous:             0 kB
+00c00000-01800000 r-xp 00800000 07:00 12 /sbin/machined
+Size:              12288 kB
+Rss:                6400 kB
+Anonymous:             0 kB
+01800000-01900000 rw-p 01400000 07:00 12 /sbin/machined
+Size:               1024 kB
+Rss:                 300 kB
+Anonymous:           120 kB
+7f0000000000-7f0000100000 rw-p 00000000 00:00 0
+Size:               1024 kB
+Rss:                1024 kB
+Anonymous:          1024 kB
+7f0000100000-7f0000200000 r-xp 00000000 07:00 40 /sbin/machined-old
+Size:               1024 kB
+Rss:                  80 kB
+`
+	if err := os.WriteFile(smaps, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	r := Runtime{SmapsRollup: filepath.Join(dir, "none"), Smaps: smaps, Binary: "/sbin/machined"}
+	if err := r.Write(context.Background(), Request{Name: "metrics"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := strings.Cut(b.String(), "# the binary's mappings")
+	_, got, _ = strings.Cut(got, "\n")
+	want := "r--p 00000000 Size=8192 Rss=3100 Anonymous=0\nr-xp 00800000 Size=12288 Rss=6400 Anonymous=0\nrw-p 01400000 Size=1024 Rss=300 Anonymous=120\n"
+	if got != want {
+		t.Errorf("binary's mappings:\n%s\nwant:\n%s", got, want)
+	}
+}
