@@ -95,6 +95,10 @@ type Scanner struct {
 	// Boot names the device(s) the node booted from, by kernel name (vda, vda2, sr0), path (/dev/sr0) or
 	// MAJOR:MINOR. The disk holding any of them is never a candidate.
 	Boot []string
+	// SignaturesOnly reads known signatures only (probe.Signatures): a disk with none reads as blank even
+	// if it holds other data, and a blank disk's first and last 2 MiB are not read. For finding a disk by
+	// its label, never for deciding what may be formatted.
+	SignaturesOnly bool
 }
 
 // Scan lists every block device except RAM disks (ram*, zram*) and loop and nbd devices with nothing
@@ -187,7 +191,11 @@ func (s Scanner) probeDisk(d *Disk, kernelParts map[int]Partition) {
 	}
 	defer dev.Close()
 	size := int64(d.Size)
-	sigs, err := probe.Probe(dev, size)
+	read := probe.Probe
+	if s.SignaturesOnly {
+		read = probe.Signatures
+	}
+	sigs, err := read(dev, size)
 	if err != nil {
 		d.ProbeError = fmt.Sprintf("read %s: %v", d.Path, err)
 		return
@@ -202,7 +210,7 @@ func (s Scanner) probeDisk(d *Disk, kernelParts map[int]Partition) {
 				UUID: p.UUID, Label: p.Name}
 			if p.Start >= 0 && p.Size > 0 && p.Start < size && !isExtendedContainer(p.Type) {
 				length := min(p.Size, size-p.Start)
-				ps, err := probe.Probe(io.NewSectionReader(dev, p.Start, length), length)
+				ps, err := read(io.NewSectionReader(dev, p.Start, length), length)
 				if err != nil {
 					d.ProbeError = fmt.Sprintf("read partition %d of %s: %v", p.Number, d.Path, err)
 					return

@@ -11,6 +11,7 @@
 package probe
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -85,7 +86,15 @@ type Partition struct {
 // Probe returns every signature found on the device of the given size, sorted by offset. An empty result
 // means the device is blank: no known signature and only zero bytes in its first and last 2 MiB. An error is
 // returned only when the device cannot be read; the caller must then treat the device as not blank.
-func Probe(r io.ReaderAt, size int64) ([]Signature, error) {
+func Probe(r io.ReaderAt, size int64) ([]Signature, error) { return probe(r, size, true) }
+
+// Signatures returns the known signatures on the device, as Probe does, without looking for data that
+// carries none: a device with no known signature comes back empty even when it holds data. It reads a few
+// KiB of a device where Probe reads 4 MiB of a blank one, which is what finding a device by its label takes
+// (STATE at boot); deciding that a device is blank, so that it may be formatted, takes Probe.
+func Signatures(r io.ReaderAt, size int64) ([]Signature, error) { return probe(r, size, false) }
+
+func probe(r io.ReaderAt, size int64, contents bool) ([]Signature, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("probe: negative device size %d", size)
 	}
@@ -98,7 +107,7 @@ func Probe(r io.ReaderAt, size int64) ([]Signature, error) {
 		}
 	}
 	sigs = dropShadowed(sigs)
-	if len(sigs) == 0 {
+	if len(sigs) == 0 && contents {
 		if off, found := s.firstNonZero(); found {
 			sigs = append(sigs, Signature{Type: TypeUnknown, Kind: KindUnknown, Offset: off,
 				Problem: "non-zero data with no known signature"})
@@ -178,12 +187,18 @@ func (s *source) read(off int64, n int) []byte {
 	return nil
 }
 
+// zeroChunk is what a blank device's chunk reads as (never written).
+var zeroChunk [64 << 10]byte
+
 // firstNonZero scans the first and last zeroScan bytes for any non-zero byte.
 func (s *source) firstNonZero() (int64, bool) {
 	scan := func(start, end int64) (int64, bool) {
-		const chunk = 64 << 10
+		const chunk = int64(len(zeroChunk))
 		for off := max(start, 0); off < end; off += chunk {
 			b := s.read(off, int(min(chunk, end-off)))
+			if bytes.Equal(b, zeroChunk[:len(b)]) {
+				continue // the common case, compared many bytes at a time
+			}
 			for i, c := range b {
 				if c != 0 {
 					return off + int64(i), true

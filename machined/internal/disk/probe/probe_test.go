@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -275,6 +276,46 @@ func TestProbeSynthetic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSignaturesSkipsContents: Signatures finds what Probe finds by signature, leaves out data that carries
+// none, and reads a blank device's signature places only (a few KiB), not its first and last 2 MiB.
+func TestSignaturesSkipsContents(t *testing.T) {
+	strayStart := make([]byte, 6<<20)
+	strayStart[(1<<20)+600] = 0xff
+	if got, err := Signatures(bytes.NewReader(strayStart), int64(len(strayStart))); err != nil || got != nil {
+		t.Errorf("Signatures(stray data) = %v, %v; want nothing", got, err)
+	}
+	if got, _ := Probe(bytes.NewReader(strayStart), int64(len(strayStart))); len(got) != 1 || got[0].Type != TypeUnknown {
+		t.Errorf("Probe(stray data) = %v, want the unknown data", got)
+	}
+
+	const size = 1 << 30
+	for _, c := range []struct {
+		name     string
+		probe    func(io.ReaderAt, int64) ([]Signature, error)
+		min, max int64
+	}{
+		{"Probe", Probe, 4 << 20, 1 << 62},
+		{"Signatures", Signatures, 1, 1 << 20},
+	} {
+		r := &countingZeros{}
+		if got, err := c.probe(r, size); err != nil || got != nil {
+			t.Errorf("%s(blank) = %v, %v; want nothing", c.name, got, err)
+		}
+		if r.n < c.min || r.n > c.max {
+			t.Errorf("%s(blank 1 GiB) read %d bytes, want %d to %d", c.name, r.n, c.min, c.max)
+		}
+	}
+}
+
+// countingZeros is a blank device that counts the bytes read from it.
+type countingZeros struct{ n int64 }
+
+func (r *countingZeros) ReadAt(b []byte, _ int64) (int, error) {
+	clear(b)
+	r.n += int64(len(b))
+	return len(b), nil
 }
 
 // TestProbeReadError: a device that cannot be read is an error, never "blank".
