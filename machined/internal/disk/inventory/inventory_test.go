@@ -232,3 +232,35 @@ func TestOwnHolders(t *testing.T) {
 		}
 	}
 }
+
+// TestScanSignaturesOnly: the signatures-only scan sees every disk, partition table and label the full scan
+// sees; only data without a signature goes unreported, which the full scan keeps for deciding what may be
+// formatted.
+func TestScanSignaturesOnly(t *testing.T) {
+	full := testScanner(t)
+	stray := full.Opener.(fakeOpener)[filepath.Join(full.DevRoot, "vdb")]
+	if _, err := stray.WriteAt([]byte{0xff}, 4096); err != nil {
+		t.Fatal(err)
+	}
+	quick := full
+	quick.SignaturesOnly = true
+	want, err := full.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := quick.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if want[i].Name == "vdb" {
+			if len(want[i].Signatures) != 1 || len(got[i].Signatures) != 0 {
+				t.Errorf("vdb with stray data: full scan %v, signatures-only %v; want unknown data, then nothing", want[i].Signatures, got[i].Signatures)
+			}
+			want[i].Signatures, got[i].Signatures = nil, nil
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("signatures-only scan differs from the full one (-full +signatures-only):\n%s", diff)
+	}
+}
