@@ -59,8 +59,8 @@ type Runtime struct {
 	// SmapsRollup is the kernel's account of this process's memory, which "metrics" ends with;
 	// empty: /proc/self/smaps_rollup.
 	SmapsRollup string
-	// Smaps is the same account by mapping, from which "metrics" adds the binary's own mappings;
-	// empty: /proc/self/smaps.
+	// Smaps is the same account by mapping, from which "metrics" adds the binary's own mappings and
+	// those holding huge pages; empty: /proc/self/smaps.
 	Smaps string
 	// Binary is the executable whose mappings "metrics" lists; empty: this process's (os.Executable).
 	Binary string
@@ -81,7 +81,7 @@ func (r Runtime) Write(ctx context.Context, req Request, w io.Writer) error {
 		if err := r.writeSmaps(w); err != nil {
 			return err
 		}
-		return r.writeBinaryMappings(w)
+		return r.writeMappings(w)
 	}
 	if req.Name == "cpu" {
 		if req.Debug != 0 {
@@ -169,11 +169,12 @@ func (r Runtime) writeSmaps(w io.Writer) error {
 	return bw.Flush()
 }
 
-// writeBinaryMappings appends the binary's own mappings with what of each is resident: its code, its
-// read-only data (type data and the tables the collector and the unwinder read) and its data segment.
-// Pages of the binary are shared with the page cache, so they say which part of it the process keeps
-// touching, not memory it alone holds.
-func (r Runtime) writeBinaryMappings(w io.Writer) error {
+// writeMappings appends the binary's own mappings with what of each is resident (its code, its read-only
+// data, with the tables the collector and the unwinder read, and its data segment), then every other
+// mapping that holds transparent huge pages. Pages of the binary are shared with the page cache, so they
+// say which part of it the process keeps touching, not memory it alone holds; a huge page is private and
+// mostly untouched in a small process, and the runtime's disablethp covers only its heap.
+func (r Runtime) writeMappings(w io.Writer) error {
 	name, bin := r.Smaps, r.Binary
 	if name == "" {
 		name = "/proc/self/smaps"
@@ -191,13 +192,14 @@ func (r Runtime) writeBinaryMappings(w io.Writer) error {
 		return err
 	}
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "# the binary's mappings (%s, %s): permissions, offset, then kB\n", name, bin)
-	var cur []string // the binary's mapping being read: permissions, offset, and its figures
+	fmt.Fprintf(bw, "# mappings of %s, and others with huge pages (%s): permissions, offset, path, then kB\n", bin, name)
+	var cur []string // the mapping being read: permissions, offset, path, and its figures
+	show := false
 	flush := func() {
-		if cur != nil {
+		if show {
 			fmt.Fprintln(bw, strings.Join(cur, " "))
 		}
-		cur = nil
+		cur, show = nil, false
 	}
 	for line := range bytes.Lines(b) {
 		f := strings.Fields(string(line))
@@ -205,11 +207,14 @@ func (r Runtime) writeBinaryMappings(w io.Writer) error {
 		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
 			// A mapping's header: address range, permissions, offset, device, inode[, path].
 			flush()
-			if len(f) == 6 && f[5] == bin {
-				cur = []string{f[1], f[2]}
+			path := "[anonymous]"
+			if len(f) >= 6 {
+				path = strings.Join(f[5:], " ")
 			}
-		case cur != nil && len(f) == 3 && f[2] == "kB" && slices.Contains([]string{"Size:", "Rss:", "Anonymous:"}, f[0]):
+			cur, show = []string{f[1], f[2], path}, path == bin
+		case len(f) == 3 && f[2] == "kB" && slices.Contains([]string{"Size:", "Rss:", "Anonymous:", "AnonHugePages:"}, f[0]):
 			cur = append(cur, strings.TrimSuffix(f[0], ":")+"="+f[1])
+			show = show || (f[0] == "AnonHugePages:" && f[1] != "0")
 		}
 	}
 	flush()

@@ -68,7 +68,8 @@ func TestMetricsKernelAccount(t *testing.T) {
 	}
 }
 
-// TestMetricsBinaryMappings: the metrics profile lists the binary's mappings, and only those.
+// TestMetricsBinaryMappings: the metrics profile lists the binary's mappings and those holding huge pages,
+// and no other.
 func TestMetricsBinaryMappings(t *testing.T) {
 	dir := t.TempDir()
 	smaps := filepath.Join(dir, "smaps")
@@ -88,6 +89,12 @@ Anonymous:           120 kB
 Size:               1024 kB
 Rss:                1024 kB
 Anonymous:          1024 kB
+AnonHugePages:         0 kB
+c000000000-c000400000 rw-p 00000000 00:00 0
+Size:               4096 kB
+Rss:                2100 kB
+Anonymous:          2100 kB
+AnonHugePages:      2048 kB
 7f0000100000-7f0000200000 r-xp 00000000 07:00 40 /sbin/machined-old
 Size:               1024 kB
 Rss:                  80 kB
@@ -100,9 +107,11 @@ Rss:                  80 kB
 	if err := r.Write(context.Background(), Request{Name: "metrics"}, &b); err != nil {
 		t.Fatal(err)
 	}
-	_, got, _ := strings.Cut(b.String(), "# the binary's mappings")
+	_, got, _ := strings.Cut(b.String(), "# mappings of /sbin/machined")
 	_, got, _ = strings.Cut(got, "\n")
-	want := "r--p 00000000 Size=8192 Rss=3100 Anonymous=0\nr-xp 00800000 Size=12288 Rss=6400 Anonymous=0\nrw-p 01400000 Size=1024 Rss=300 Anonymous=120\n"
+	want := "r--p 00000000 /sbin/machined Size=8192 Rss=3100 Anonymous=0\nr-xp 00800000 /sbin/machined Size=12288 Rss=6400 Anonymous=0\n" +
+		"rw-p 01400000 /sbin/machined Size=1024 Rss=300 Anonymous=120\n" +
+		"rw-p 00000000 [anonymous] Size=4096 Rss=2100 Anonymous=2100 AnonHugePages=2048\n"
 	if got != want {
 		t.Errorf("binary's mappings:\n%s\nwant:\n%s", got, want)
 	}
