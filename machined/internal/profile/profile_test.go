@@ -68,9 +68,9 @@ func TestMetricsKernelAccount(t *testing.T) {
 	}
 }
 
-// TestMetricsBinaryMappings: the metrics profile lists the binary's mappings and those holding huge pages,
+// TestMetricsMappings: the metrics profile lists the binary's mappings and those holding huge pages,
 // and no other.
-func TestMetricsBinaryMappings(t *testing.T) {
+func TestMetricsMappings(t *testing.T) {
 	dir := t.TempDir()
 	smaps := filepath.Join(dir, "smaps")
 	text := `00400000-00c00000 r--p 00000000 07:00 12 /sbin/machined
@@ -113,6 +113,6 @@ Rss:                  80 kB
 		"rw-p 01400000 /sbin/machined Size=1024 Rss=300 Anonymous=120\n" +
 		"rw-p 00000000 [anonymous] Size=4096 Rss=2100 Anonymous=2100 AnonHugePages=2048\n"
 	if got != want {
-		t.Errorf("binary's mappings:\n%s\nwant:\n%s", got, want)
+		t.Errorf("mappings:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -235,7 +235,9 @@ func (m *Manager) applier() *apply.Applier {
 // The disks are read for their signatures only: a STATE disk carries a partition table, so the 2 MiB at
 // each end of a blank disk, which the full scan reads to find data without a signature, tell find-state
 // nothing: on q35 under emulation, reading them off three blank disks was 0.43 of find-state's 0.53 s of
-// scanning. The disk found is read again in full before anything is decided about it.
+// scanning. The disk found is read again in full before anything is decided about it: the mount
+// (apply.Applier) reads it again with the full scan and refuses a disk that no longer matches the step's,
+// so the step must carry what the full scan sees.
 func (m *Manager) findState(ctx context.Context, stateAt func(string)) error {
 	quick := m.Scanner
 	quick.SignaturesOnly = true
