@@ -29,4 +29,4 @@ done
 echo "bench: started $(date -u +%FT%TZ) at $(git describe --always --dirty 2>/dev/null || echo unknown), load $(cut -d' ' -f1-3 /proc/loadavg)"
 # -v shows the figures as they come; the test framework's own lines are dropped.
 go test -tags bench -run '^TestBench$' -count=1 -timeout 90m -v ./cairnctl/internal/cluster/ |
-	grep -v -E '^(=== RUN|--- PASS|PASS$|ok  )'
+	grep --line-buffered -v -E '^(=== RUN|--- PASS|PASS$|ok  )'

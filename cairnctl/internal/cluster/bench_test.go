@@ -279,6 +279,7 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	const what = "init to Running, node Ready (microvm, 2 vCPU, 2 GiB)"
+	fmt.Println("  init: sent; Running and CoreDNS take minutes under emulation")
 	start := time.Now()
 	var tasks []string
 	err = initNode(ctx, client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fp}, data, "", func(e *machine.Event) {
@@ -299,17 +300,22 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 		return
 	}
 	f.add(what, "s", time.Since(start).Seconds(), "≤ 120 s", "tasks: "+strings.Join(tasks, ", "))
+	fmt.Printf("  init: node Ready after %.1fs\n", time.Since(start).Seconds())
 	o := client.Options{Endpoint: n.APIEndpoint(), Context: cctx}
 	if err := waitCheck(ctx, o, "coredns"); err != nil {
 		f.add("init to CoreDNS ready", "s", 0, "≤ 150 s", err.Error())
 	} else {
 		f.add("init to CoreDNS ready", "s", time.Since(start).Seconds(), "≤ 150 s", "")
+		fmt.Printf("  init: CoreDNS ready after %.1fs\n", time.Since(start).Seconds())
 	}
 	recordMemory(ctx, f, o, "in Running", "")
 	// The figure is machined's memory once the node has run a while: what start-up and Init
 	// touched is given back 10 s after the sequence, and what the steady work (health checks, the
 	// kubelet's and etcd's probes, log polling, the CSR approver) touches comes back meanwhile.
 	if settle := benchSettle(); settle > 0 {
+		if at := start.Add(settle); time.Until(at) > 0 {
+			fmt.Printf("  memory: read again at %s, %s after Init (CAIRN_BENCH_SETTLE)\n", at.Format("15:04:05"), settle)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Until(start.Add(settle))):
