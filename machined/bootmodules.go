@@ -60,7 +60,9 @@ func newBootModules(log *slog.Logger, l modules.Loader, dir, sysRoot, procModule
 
 // present loads the candidates that a device on the machine needs now, with their dependencies.
 func (b *bootModules) present(set string, candidates []string) {
-	b.load(set, func() []string { return b.index.Aliases.Present(candidates, modules.DeviceAliases(b.sysRoot)) })
+	b.load(set, func() []string {
+		return b.index.Aliases.Present(candidates, modules.DeviceAliases(b.sysRoot, b.index.Aliases.Buses(candidates)))
+	})
 }
 
 // load loads the named modules with their dependencies; names is called only when there is an index.

@@ -90,12 +90,50 @@ func matchAny(patterns, devices []string) bool {
 // blocks, CPUs, ...) that none of these drivers match.
 var deviceBuses = []string{"pci", "acpi", "platform", "virtio", "scsi"}
 
-// DeviceAliases lists the modalias of every device on deviceBuses under sysRoot (/sys): what each device
-// asks its driver to match. Devices of a bus appear only once the bus's own driver is loaded (virtio
-// devices after virtio_pci), so callers read them again after loading one.
-func DeviceAliases(sysRoot string) []string {
+// modaliasBuses are, for each type a device's modalias starts with ("pci:...", "acpi:..."), the buses of
+// deviceBuses whose devices have it: the kernel gives a platform device the modalias of its firmware
+// node ("acpi:" or "of:") when it has one, "platform:" otherwise. No device on deviceBuses has a modalias
+// of another type, so an alias of another type ("block-major-8-*", "fs-xfs") matches none of them.
+var modaliasBuses = map[string][]string{
+	"pci": {"pci"}, "virtio": {"virtio"}, "scsi": {"scsi"},
+	"acpi": {"acpi", "platform"}, "of": {"platform"}, "platform": {"platform"},
+}
+
+// Buses are the buses of deviceBuses (in that order) whose devices the candidates' aliases can match:
+// all of them for a pattern that does not name its type before a wildcard. Each look at the devices
+// reads one sysfs file per device, tens of milliseconds under emulation on the boot's path, so a set of
+// drivers looks only where its devices can be: the SCSI disks' drivers do not read the ACPI namespace.
+func (a Aliases) Buses(candidates []string) []string {
+	want := map[string]bool{}
+	for _, c := range candidates {
+		for _, p := range a[norm(c)] {
+			typ := p
+			if i := strings.IndexAny(p, ":*?["); i >= 0 {
+				typ = p[:i]
+			}
+			if typ == "" {
+				return deviceBuses
+			}
+			for _, b := range modaliasBuses[typ] {
+				want[b] = true
+			}
+		}
+	}
+	var out []string
+	for _, b := range deviceBuses {
+		if want[b] {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// DeviceAliases lists the modalias of every device on buses (some of deviceBuses) under sysRoot (/sys):
+// what each device asks its driver to match. Devices of a bus appear only once the bus's own driver is
+// loaded (virtio devices after virtio_pci), so callers read them again after loading one.
+func DeviceAliases(sysRoot string, buses []string) []string {
 	var files []string
-	for _, bus := range deviceBuses {
+	for _, bus := range buses {
 		f, _ := filepath.Glob(filepath.Join(sysRoot, "bus", bus, "devices", "*", "modalias"))
 		files = append(files, f...)
 	}

@@ -122,9 +122,56 @@ func TestDeviceAliases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := DeviceAliases(sys)
-	want := []string{"pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00", "acpi:QEMU0002:", "virtio:d00000001v00001AF4"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("DeviceAliases (-want +got):\n%s", diff)
+	for _, tt := range []struct {
+		buses []string
+		want  []string
+	}{
+		{deviceBuses, []string{"pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00", "acpi:QEMU0002:", "virtio:d00000001v00001AF4"}},
+		{[]string{"virtio"}, []string{"virtio:d00000001v00001AF4"}},
+		{[]string{"scsi"}, nil},
+		{nil, nil},
+	} {
+		if diff := cmp.Diff(tt.want, DeviceAliases(sys, tt.buses)); diff != "" {
+			t.Errorf("DeviceAliases(%q) (-want +got):\n%s", tt.buses, diff)
+		}
+	}
+}
+
+// TestBuses checks which buses each of the boot's sets of drivers reads, with the aliases Debian's
+// modules.alias gives them, and that a pattern with no type before its wildcard reads them all: a set
+// that looked on too few buses would miss a disk controller and make a configured node look fresh.
+func TestBuses(t *testing.T) {
+	a := ParseAliases([]byte(`alias pci:v00001AF4d*sv*sd*bc*sc*i* virtio_pci
+alias of:N*T*Cvirtio,mmioC* virtio_mmio
+alias acpi*:LNRO0005:* virtio_mmio
+alias virtio:d00000001v* virtio_net
+alias pci:v00008086d0000100Esv*sd*bc*sc*i* e1000
+alias acpi*:QEMU0002:* qemu_fw_cfg
+alias of:N*T*Cqemu,fw-cfg-mmio* qemu_fw_cfg
+alias virtio:d00000002v* virtio_blk
+alias virtio:d00000008v* virtio_scsi
+alias pci:v*d*sv*sd*bc01sc06i01* ahci
+alias pci:v*d*sv*sd*bc01sc08i02* nvme
+alias scsi:t-0x00* sd_mod
+alias block-major-8-* sd_mod
+alias scsi:t-0x05* sr_mod
+alias block-major-11-* sr_mod
+alias *:anything* greedy
+alias fs-xfs xfs
+`))
+	for _, tt := range []struct {
+		candidates []string
+		want       []string
+	}{
+		{Buses, []string{"pci", "acpi", "platform"}},
+		{Network, []string{"pci", "acpi", "platform", "virtio"}},
+		{Disks, []string{"pci", "virtio"}},
+		{DiskTypes, []string{"scsi"}},
+		{[]string{"xfs", "no_aliases"}, nil},
+		{[]string{"sd_mod", "greedy"}, deviceBuses},
+	} {
+		if diff := cmp.Diff(tt.want, a.Buses(tt.candidates)); diff != "" {
+			t.Errorf("Buses(%q) (-want +got):\n%s", tt.candidates, diff)
+		}
 	}
 }
