@@ -313,12 +313,13 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	// touched is given back 10 s after the sequence, and what the steady work (health checks, the
 	// kubelet's and etcd's probes, log polling, the CSR approver) touches comes back meanwhile.
 	if settle := benchSettle(); settle > 0 {
-		if at := start.Add(settle); time.Until(at) > 0 {
+		at := start.Add(settle)
+		if time.Until(at) > 0 {
 			fmt.Printf("  memory: read again at %s, %s after Init (CAIRN_BENCH_SETTLE)\n", at.Format("15:04:05"), settle)
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Until(start.Add(settle))):
+		case <-time.After(time.Until(at)):
 			recordMemory(ctx, f, o, fmt.Sprintf("%s after Init", settle), "≤ 20 MB after 10 min")
 		}
 	}
