@@ -3,11 +3,13 @@
 //	go run ./image/cmd/mkimage [-out _out] [-machined _out/machined] [-bundle _out/bundle] [-no-iso] [-no-raw]
 //	go run ./image/cmd/mkimage -out OUT2 -payload-image _out/payload.squashfs -version V2   # a second image, in seconds
 //	go run ./image/cmd/mkimage -repro-check    # build twice, compare sha256
+//	go run ./image/cmd/mkimage -kernel-root _out/kernel/root   # with make kernel's kernel instead of Debian's
 //
 // SOURCE_DATE_EPOCH fixes every timestamp; it defaults to the last git commit's time.
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -30,6 +32,7 @@ func main() {
 	var (
 		c       build.Config
 		repro   bool
+		listMod bool
 		noISO   bool
 		noRaw   bool
 		rawSize string
@@ -43,13 +46,23 @@ func main() {
 	flag.StringVar(&c.SignKey, "sign-key", "", "PEM file of the Ed25519 key that signs cairn-upgrade.tar (cairnctl gen upgrade-key makes one); nodes whose config has machine.upgrade.publicKey take only signed bundles")
 	flag.StringVar(&c.Version, "version", "", "version for os-release (default: git describe)")
 	flag.StringVar(&c.Cmdline, "cmdline", "console=tty0 console=ttyS0 panic=10", "kernel command line of the ISO and raw disk (panic=10: a kernel that panics reboots, so a disk with A/B slots falls back to the other slot)")
-	flag.StringVar(&c.HostRoot, "host-root", "/", "where the kernel, modules and tools are taken from")
+	flag.StringVar(&c.HostRoot, "host-root", "/", "where the tools (and, without -kernel-root, the kernel and modules) are taken from")
+	flag.StringVar(&c.KernelRoot, "kernel-root", "", "where the kernel (boot/vmlinuz-VERSION) and its modules (lib/modules/VERSION) are taken from, e.g. _out/kernel/root from make kernel (default: -host-root)")
 	flag.StringVar(&rawSize, "raw-size", "4G", "size of cairn.raw (sparse), with suffix M or G")
 	flag.BoolVar(&noISO, "no-iso", false, "skip cairn.iso")
 	flag.BoolVar(&noRaw, "no-raw", false, "skip cairn.raw")
 	flag.BoolVar(&c.PayloadOnly, "payload-only", false, "only stage the Kubernetes payload tree in OUT/payload (what sandbox mode runs from)")
 	flag.BoolVar(&repro, "repro-check", false, "build twice into OUT/repro and fail unless the artifacts are identical")
+	flag.BoolVar(&listMod, "list-modules", false, "print the names of the modules the image ships from the kernel (-kernel-root or -host-root), one per line, and exit: what make kernel builds in")
 	flag.Parse()
+	if listMod {
+		names, err := build.ModuleNames(cmp.Or(c.KernelRoot, c.HostRoot))
+		if err != nil {
+			fatal(err)
+		}
+		fmt.Println(strings.Join(names, "\n"))
+		return
+	}
 	c.ISO, c.Raw, c.Log = !noISO, !noRaw, os.Stdout
 
 	var err error

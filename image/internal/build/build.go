@@ -4,6 +4,7 @@
 package build
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -41,10 +42,13 @@ type Config struct {
 	Epoch       int64  // SOURCE_DATE_EPOCH: every timestamp in every artifact
 	Version     string // for os-release
 	Cmdline     string // kernel command line baked into the ISO and the raw disk
-	HostRoot    string // "/": where the kernel, modules and tools are taken from
-	ISO, Raw    bool   // build _out/cairn.iso, _out/cairn.raw
-	RawSize     int64  // size of cairn.raw in bytes
-	Log         io.Writer
+	HostRoot    string // "/": where the tools (and, without KernelRoot, the kernel and modules) are taken from
+	// KernelRoot is where the kernel and its modules are taken from (its boot/vmlinuz-VERSION and
+	// lib/modules/VERSION), when not from HostRoot: a kernel built by `make kernel`.
+	KernelRoot string
+	ISO, Raw   bool  // build _out/cairn.iso, _out/cairn.raw
+	RawSize    int64 // size of cairn.raw in bytes
+	Log        io.Writer
 }
 
 // Artifact names inside Out.
@@ -142,8 +146,9 @@ func (b *builder) logf(format string, a ...any) {
 func (b *builder) out(name string) string { return filepath.Join(b.Out, name) }
 
 func (b *builder) kernel(ctx context.Context) error {
-	k, err := kernel.Find(b.HostRoot)
-	if err != nil && b.HostRoot == "/" && os.Geteuid() == 0 {
+	root := cmp.Or(b.KernelRoot, b.HostRoot)
+	k, err := kernel.Find(root)
+	if err != nil && root == "/" && os.Geteuid() == 0 {
 		b.logf("[kernel] %v; installing linux-image-amd64", err)
 		for _, a := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "linux-image-amd64"}} {
 			cmd := exec.CommandContext(ctx, "apt-get", a...)
@@ -152,7 +157,7 @@ func (b *builder) kernel(ctx context.Context) error {
 				return fmt.Errorf("apt-get %s: %w", a[0], ierr)
 			}
 		}
-		k, err = kernel.Find(b.HostRoot)
+		k, err = kernel.Find(root)
 	}
 	if err != nil {
 		return err

@@ -1,5 +1,13 @@
 package build
 
+import (
+	"maps"
+	"slices"
+
+	"github.com/cairn-os/cairn/image/internal/kernel"
+	"github.com/cairn-os/cairn/image/internal/kmod"
+)
+
 // InitModules are what init needs to mount the root image from the initramfs: a loop device over the
 // image file, and the image's filesystem (zstd decompression is built into Debian's kernel).
 var InitModules = []string{"loop", "squashfs"}
@@ -46,4 +54,29 @@ var RootfsModules = []string{
 	"tpm_tis", "tpm_crb",
 	// An encrypted STATE (machined/internal/modules.Encryption).
 	"dm_mod", "dm_crypt", "ecb", "xts", "af_alg", "algif_skcipher",
+}
+
+// ModuleNames are the names of the modules an image built with the kernel under root ships: InitModules
+// and RootfsModules with their dependencies and softdeps, sorted. `make kernel` builds exactly these into
+// its kernel, from Debian's configuration, so an image built with that kernel ships no module at all.
+func ModuleNames(root string) ([]string, error) {
+	k, err := kernel.Find(root)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := kmod.Load(k.Modules)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, list := range [][]string{InitModules, RootfsModules} {
+		paths, err := ix.Closure(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			seen[kmod.Name(p)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
