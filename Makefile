@@ -11,7 +11,7 @@ export CGO_ENABLED := 0
 # says why that matters.
 GOTAGS := grpcnotrace
 
-.PHONY: help build api lint unit integration e2e e2e-join e2e-ha e2e-powercut e2e-upgrade e2e-install e2e-platforms e2e-tpm fuzz reliability conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel-check repro-check example-image
+.PHONY: help build api lint unit integration e2e e2e-join e2e-ha e2e-powercut e2e-upgrade e2e-install e2e-platforms e2e-tpm fuzz reliability conformance conformance-smoke bench test run run-sandbox deps clean bundle payload image size kernel kernel-check repro-check example-image
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -28,8 +28,11 @@ payload: build bundle ## the Kubernetes payload tree _out/payload (what sandbox 
 	./hack/deps.sh image
 	$(GO) run ./image/cmd/mkimage -out $(OUT) -bundle $(OUT)/bundle -payload-only
 
-image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-gce.tar.gz, cairn-upgrade.tar
-	VERSION=$(VERSION) SIGN_KEY=$(SIGN_KEY) ./hack/build-image.sh
+image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-gce.tar.gz, cairn-upgrade.tar (KERNEL_ROOT=_out/kernel/root: with make kernel's kernel)
+	VERSION=$(VERSION) SIGN_KEY=$(SIGN_KEY) KERNEL_ROOT=$(KERNEL_ROOT) ./hack/build-image.sh
+
+kernel: ## Cairn's own kernel from Debian's source and configuration, the image's drivers built in, into _out/kernel/root (~25 min; not the default kernel, not in make test)
+	./hack/kernel/build.sh
 
 example-image: ## _out/examples/hello.tar: the example workload's image archive, for `cairnctl image import`
 	$(GO) run ./hack/examples/helloimage/cmd -o $(OUT)/examples/hello.tar
@@ -128,8 +131,8 @@ reliability: build ## issue 16's figures: 200 mutual-TLS clients against a sandb
 	$(GO) test -tags integration -count=1 -v -timeout 10m -run 'TestLoad$$' ./hack/sandboxtest/
 	$(MAKE) --no-print-directory fuzz
 
-bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts)
-	./hack/bench/bench.sh
+bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts; KERNEL_ROOT=_out/kernel/root: with make kernel's kernel, the floor too)
+	CAIRN_KERNEL_ROOT=$(KERNEL_ROOT) ./hack/bench/bench.sh
 
 test: unit integration e2e ## every test layer (the README's test command; CI runs it)
 

@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 ./hack/deps.sh build bundle image
 make build
 ./hack/bundle/build.sh
-go run ./image/cmd/mkimage -out _out -machined _out/machined -bundle _out/bundle ${VERSION:+-version "$VERSION"} ${SIGN_KEY:+-sign-key "$SIGN_KEY"}
+go run ./image/cmd/mkimage -out _out -machined _out/machined -bundle _out/bundle ${VERSION:+-version "$VERSION"} ${SIGN_KEY:+-sign-key "$SIGN_KEY"} ${KERNEL_ROOT:+-kernel-root "$KERNEL_ROOT"}

@@ -9,6 +9,7 @@ for group in "$@"; do
 	test) pkgs="$pkgs xfsprogs e2fsprogs dosfstools mtools systemd-boot-efi btrfs-progs cryptsetup-bin lvm2 mdadm gdisk fdisk squashfs-tools xorriso util-linux iproute2 kmod" ;;
 	image) pkgs="$pkgs linux-image-amd64 squashfs-tools erofs-utils xorriso mtools grub-pc-bin grub-efi-amd64-bin systemd-boot-efi binutils gdisk zstd xfsprogs e2fsprogs dosfstools cryptsetup-bin iptables" ;;
 	bundle) pkgs="$pkgs libseccomp-dev gcc libc6-dev pkg-config nftables iptables" ;; # nft and iptables: the kube-proxy and flannel images carry them
+	kernel) pkgs="$pkgs linux-source bison flex bc libelf-dev libssl-dev gcc make perl kmod xz-utils" ;; # make kernel: Debian's kernel source and what building it takes
 	cgo) pkgs="$pkgs gcc libc6-dev" ;; # the race detector of the unit tests
 	qemu) pkgs="$pkgs qemu-system-x86 qemu-utils ovmf swtpm dosfstools mtools" ;; # dosfstools, mtools: NoCloud seeds (cluster create --userdata)
 	# The conformance suite's test images take these programs with their libraries (make conformance).
