@@ -16,7 +16,9 @@
 # Environment: CAIRN_BENCH_RUNS (boots per kind, default 5), CAIRN_BENCH_SETTLE (when after Init to measure
 # memory again, default 10m, 0 to skip), CAIRN_BENCH_INIT=0 (skip Init, which takes
 # minutes), CAIRN_IMAGE_DIR (default _out), CAIRN_BENCH_COMPARE (other image directories, comma-separated,
-# booted in the same rounds with a row each: two builds against the same floor). A busy host slows every
+# booted in the same rounds with a row each: two builds against the same floor), CAIRN_KERNEL_ROOT (the
+# kernel root the image was built with, make kernel's: the floor is built with it too, so it boots the
+# same kernel; make bench KERNEL_ROOT=... sets it). A busy host slows every
 # emulated boot: run it on an idle machine, and compare Cairn with the floor of the same run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -227,9 +227,14 @@ func buildFloor(t *testing.T, repo string) (string, time.Duration) {
 	dir := t.TempDir()
 	start := time.Now()
 	fake := filepath.Join(dir, "fakemachined")
+	mkimage := []string{"go", "run", "./image/cmd/mkimage", "-out", dir, "-machined", fake, "-bundle", "", "-no-iso", "-no-raw"}
+	if kr := os.Getenv("CAIRN_KERNEL_ROOT"); kr != "" {
+		// The image under test was built with make kernel's kernel: the floor boots the same one.
+		mkimage = append(mkimage, "-kernel-root", kr)
+	}
 	for _, c := range [][]string{
 		{"go", "build", "-trimpath", "-o", fake, "./image/internal/fakemachined"},
-		{"go", "run", "./image/cmd/mkimage", "-out", dir, "-machined", fake, "-bundle", "", "-no-iso", "-no-raw"},
+		mkimage,
 	} {
 		cmd := exec.Command(c[0], c[1:]...)
 		cmd.Dir, cmd.Env = repo, append(os.Environ(), "CGO_ENABLED=0")

@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,8 +47,10 @@ type figures struct {
 	Started time.Time `json:"started"`
 	Commit  string    `json:"commit"`
 	Machine string    `json:"machine"`
-	Rows    []figure  `json:"rows"`
-	Sizes   []size    `json:"sizes"`
+	// Kernel is the booted kernel's version banner: Debian's, or make kernel's (KERNEL_ROOT).
+	Kernel string   `json:"kernel"`
+	Rows   []figure `json:"rows"`
+	Sizes  []size   `json:"sizes"`
 	// Timelines are the consoles of chosen boots (the median Cairn boot, the median floor boot), stamped.
 	Timelines map[string][]stamp `json:"timelines,omitempty"`
 }
@@ -86,7 +89,7 @@ func medianOf(s []float64) float64 {
 }
 
 func (f *figures) print(w io.Writer) {
-	fmt.Fprintf(w, "\n%s\ncommit %s, %s\n\n", f.Machine, f.Commit, f.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "\n%s\nkernel: %s\ncommit %s, %s\n\n", f.Machine, f.Kernel, f.Commit, f.Started.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tmedian\t[min–max]\tn\ttarget\t")
 	for _, r := range f.Rows {
@@ -169,6 +172,22 @@ func hostInfo() string {
 	first, _, _ := strings.Cut(string(qv), "\n")
 	return fmt.Sprintf("machine: %s, %d cores, %.1f GiB RAM, %s, load %s; QEMU runs with -accel tcg (emulation): KVM hangs on this machine class",
 		model, runtime.NumCPU(), float64(si.Totalram)*float64(si.Unit)/(1<<30), first, loadAvg())
+}
+
+// kernelVersion is the version banner inside the image's vmlinux ("6.1.0-56-amd64 (debian-kernel@...)
+// ... gcc ..."), cut at the compiler: which kernel the figures are of.
+func kernelVersion(vmlinux string) string {
+	b, err := os.ReadFile(vmlinux)
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	i := bytes.Index(b, []byte("Linux version "))
+	if i < 0 {
+		return "unknown: no version banner in " + vmlinux
+	}
+	line, _, _ := bytes.Cut(b[i+len("Linux version "):], []byte("\n"))
+	v, _, _ := strings.Cut(string(bytes.TrimRight(line, "\x00")), " (")
+	return v
 }
 
 func loadAvg() string {

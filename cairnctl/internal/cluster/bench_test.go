@@ -53,8 +53,9 @@ func benchImage(t *testing.T) (repo, out string, img Artifacts) {
 
 func TestBench(t *testing.T) {
 	repo, out, img := benchImage(t)
-	f := &figures{Started: time.Now(), Commit: gitCommit(repo), Machine: hostInfo(), Sizes: sizes(out), Timelines: map[string][]stamp{}}
+	f := &figures{Started: time.Now(), Commit: gitCommit(repo), Machine: hostInfo(), Kernel: kernelVersion(filepath.Join(out, "vmlinux")), Sizes: sizes(out), Timelines: map[string][]stamp{}}
 	fmt.Println(f.Machine)
+	fmt.Println("kernel:", f.Kernel)
 
 	bootRow(t, f, repo, img)
 
