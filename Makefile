@@ -31,7 +31,7 @@ payload: build bundle ## the Kubernetes payload tree _out/payload (what sandbox 
 image: ## build the bootable image: _out/vmlinuz, vmlinux, initramfs.cpio.zst, payload.squashfs, cairn.efi, cairn.iso, cairn.raw, cairn-gce.tar.gz, cairn-upgrade.tar (KERNEL_ROOT=_out/kernel/root: with make kernel's kernel)
 	VERSION=$(VERSION) SIGN_KEY=$(SIGN_KEY) KERNEL_ROOT=$(KERNEL_ROOT) ./hack/build-image.sh
 
-kernel: ## Cairn's own kernel from Debian's source and configuration, the image's drivers built in, into _out/kernel/root (~25 min; not the default kernel, not in make test)
+kernel: ## Cairn's own kernel from Debian's source and configuration, the image's drivers built in, into _out/kernel/root (about 45 min on two cores; not the default kernel, not in make test)
 	./hack/kernel/build.sh
 
 example-image: ## _out/examples/hello.tar: the example workload's image archive, for `cairnctl image import`

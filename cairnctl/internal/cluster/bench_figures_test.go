@@ -174,8 +174,8 @@ func hostInfo() string {
 		model, runtime.NumCPU(), float64(si.Totalram)*float64(si.Unit)/(1<<30), first, loadAvg())
 }
 
-// kernelVersion is the version banner inside the image's vmlinux ("6.1.0-56-amd64 (debian-kernel@...)
-// ... gcc ..."), cut at the compiler: which kernel the figures are of.
+// kernelVersion is the release in the version banner inside the image's vmlinux ("Linux version
+// 6.1.0-56-amd64 (debian-kernel@...) ..." gives 6.1.0-56-amd64): which kernel the figures are of.
 func kernelVersion(vmlinux string) string {
 	b, err := os.ReadFile(vmlinux)
 	if err != nil {
