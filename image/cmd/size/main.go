@@ -5,8 +5,8 @@
 //
 // The downloads (ISO, raw disk compressed with zstd) and their two parts (the boot part: kernel and
 // initramfs; the Kubernetes payload) are measured as they are. Inside the payload, each binary and each
-// image layer is compressed alone with the payload's own compression (xz with the x86 filter, 1 MiB
-// dictionary), which estimates its share; results are cached under OUT/.size by content hash.
+// image layer is compressed alone as the payload packs it (zstd at level 19, no match farther back than
+// its 1 MiB blocks), which estimates its share; results are cached under OUT/.size by content hash.
 package main
 
 import (
@@ -74,9 +74,9 @@ func measure(out string) ([]row, error) {
 	if n, err := zstdSize(out, filepath.Join(out, "cairn.raw")); err == nil {
 		rows = append(rows, row{Piece: "cairn.raw.zst (download)", Compressed: n, Note: "the raw disk, zstd -19"})
 	}
-	file("  kernel", "vmlinuz", "Debian's, as shipped")
+	file("  kernel", "vmlinuz", kernelNote(filepath.Join(out, "vmlinuz")))
 	file("  boot part", "initramfs.cpio.zst", "init, machined, modules, disk tools (zstd)")
-	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (xz)")
+	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (zstd -19, 1 MiB window)")
 	pieces, err := payloadPieces(out)
 	if err != nil {
 		return rows, err
@@ -95,7 +95,7 @@ func payloadPieces(out string) ([]row, error) {
 		}
 		for _, e := range entries {
 			p := filepath.Join(dir, sub, e.Name())
-			raw, comp, err := xzSize(out, p)
+			raw, comp, err := pieceSize(out, p)
 			if err != nil {
 				return nil, err
 			}
@@ -112,7 +112,7 @@ func payloadPieces(out string) ([]row, error) {
 	}
 	for _, l := range layers {
 		p := filepath.Join(dir, payload.LayersDir, l.Name())
-		raw, comp, err := xzSize(out, p)
+		raw, comp, err := pieceSize(out, p)
 		if err != nil {
 			return nil, err
 		}
@@ -167,9 +167,14 @@ func layerNames(dir string) (map[string]string, error) {
 	return out, nil
 }
 
-// xzSize is a file's or a directory's size and what it compresses to with the payload's xz settings,
-// cached under OUT/.size by content.
-func xzSize(out, p string) (int64, int64, error) {
+// pieceArgs compress one piece as image/internal/payload packs it: zstd at level 19 in 1 MiB blocks,
+// which a window of 1 MiB (2^20) approximates. Its name is part of the cache key, so a change of
+// settings measures every piece again.
+var pieceArgs = []string{"zstd", "-19", "--zstd=wlog=20", "-T1", "-c"}
+
+// pieceSize is a file's or a directory's size and what it compresses to with pieceArgs, cached under
+// OUT/.size by content.
+func pieceSize(out, p string) (int64, int64, error) {
 	var raw int64
 	h := sha256.New()
 	var files []string
@@ -189,14 +194,14 @@ func xzSize(out, p string) (int64, int64, error) {
 			return 0, 0, err
 		}
 	}
-	key := hex.EncodeToString(h.Sum(nil))
+	key := strings.Join(pieceArgs[:3], "") + "-" + hex.EncodeToString(h.Sum(nil))
 	cache := filepath.Join(out, ".size", key)
 	if b, err := os.ReadFile(cache); err == nil {
 		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
 			return raw, n, nil
 		}
 	}
-	cmd := exec.Command("xz", "-T1", "-c", "--x86", "--lzma2=preset=9e,dict=1MiB")
+	cmd := exec.Command(pieceArgs[0], pieceArgs[1:]...)
 	pr, pw := io.Pipe()
 	cmd.Stdin = pr
 	var n countWriter
@@ -211,7 +216,7 @@ func xzSize(out, p string) (int64, int64, error) {
 		pw.CloseWithError(err)
 	}()
 	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("xz %s: %w", p, err)
+		return 0, 0, fmt.Errorf("zstd %s: %w", p, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err == nil {
 		_ = os.WriteFile(cache, []byte(strconv.FormatInt(int64(n), 10)), 0o644)
@@ -219,7 +224,7 @@ func xzSize(out, p string) (int64, int64, error) {
 	return raw, int64(n), nil
 }
 
-// zstdSize is what the (sparse) file compresses to with zstd -19, cached like xzSize by its size and
+// zstdSize is what the (sparse) file compresses to with zstd -19, cached like pieceSize by its size and
 // modification time (hashing 4 GiB of mostly holes would take longer than compressing it).
 func zstdSize(out, p string) (int64, error) {
 	fi, err := os.Stat(p)
