@@ -34,7 +34,9 @@ const (
 	bootMemory = 2048
 )
 
-// bootPoll is the pause between two attempts at the first answer, for the floor and Cairn alike. Attempts
+// bootPoll is the pause between two attempts at the first answer, for the floor and Cairn alike, and how
+// long each probe of the guest's network waits (qemu.Config.ProbeRead: the floor's answer comes right
+// after its network, and cluster create's 250 ms probes put up to 0.25 s of error into it). Attempts
 // never overlap (each finishes or fails before the next starts), so a short pause sends no burst of SYNs
 // to a guest that does not listen yet, and keeps the polling's own error under 50 ms.
 const bootPoll = 50 * time.Millisecond
@@ -43,7 +45,7 @@ const bootPoll = 50 * time.Millisecond
 // floor and Cairn.
 func bootVM(t *testing.T, name string, img Artifacts, l Layout, cmdline []string) qemu.Config {
 	return qemu.Config{Name: name, Dir: t.TempDir(), Memory: bootMemory, CPUs: bootCPUs, Mode: qemu.ModeVmlinux, Machine: qemu.MachineQ35,
-		Kernel: img.Kernel, Initramfs: img.Initramfs, Payload: img.Payload, Cmdline: cmdline,
+		Kernel: img.Kernel, Initramfs: img.Initramfs, Payload: img.Payload, Cmdline: cmdline, ProbeRead: bootPoll,
 		L2:    &qemu.L2{Group: l.Group, MAC: l.Nodes[0].MAC, Address: l.Nodes[0].Prefix()},
 		Disks: []qemu.Disk{{Serial: SerialState, Size: 1 << 30}, {Serial: SerialEphemeral, Size: 8 << 30}, {Serial: SerialEtcd, Size: 2 << 30}}}
 }

@@ -106,6 +106,9 @@ type Config struct {
 	// (cairnctl's imds package serves one that way). The user network then uses 169.254.169.0/24:
 	// QEMU forwards only addresses inside its own network.
 	Metadata []string
+	// ProbeRead is how long each of WaitNetwork's probes waits for the guest's answer, which bounds how
+	// late WaitNetwork notices it (see probeRead, the default). A boot measurement wants it short.
+	ProbeRead time.Duration
 
 	// Artifacts (absolute paths): Kernel and Initramfs for ModeVmlinux, ISO or Raw for the others.
 	// Payload (vmlinux mode, optional) is attached as a read-only disk: the ISO and the raw disk carry

@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,14 +40,14 @@ func (v *VM) WaitNetwork(ctx context.Context) error {
 			return fmt.Errorf("qemu %s exited before its network came up (console: %s)", v.cfg.Name, v.ConsolePath())
 		default:
 		}
-		if guestReset(ctx, &d, addr) {
+		if guestReset(ctx, &d, addr, cmp.Or(v.cfg.ProbeRead, probeRead)) {
 			return nil
 		}
 	}
 }
 
-// guestReset makes one probe and reports whether the guest refused it.
-func guestReset(ctx context.Context, d *net.Dialer, addr string) bool {
+// guestReset makes one probe, which waits up to wait, and reports whether the guest refused it.
+func guestReset(ctx context.Context, d *net.Dialer, addr string, wait time.Duration) bool {
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		// QEMU is not listening yet (or ctx ended): try again shortly.
@@ -57,7 +58,7 @@ func guestReset(ctx context.Context, d *net.Dialer, addr string) bool {
 		return false
 	}
 	defer c.Close()
-	_ = c.SetReadDeadline(time.Now().Add(probeRead))
+	_ = c.SetReadDeadline(time.Now().Add(wait))
 	var b [1]byte
 	_, err = c.Read(b[:])
 	// Anything but a timeout means QEMU closed the connection: the guest answered with a reset.

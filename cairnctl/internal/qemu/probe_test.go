@@ -67,3 +67,26 @@ func TestWaitNetworkStops(t *testing.T) {
 		t.Errorf("WaitNetwork(QEMU exited) = nil, want an error")
 	}
 }
+
+// A short ProbeRead probes more often: a boot measurement learns of the guest's network within it.
+func TestWaitNetworkProbeRead(t *testing.T) {
+	for _, tc := range []struct {
+		read      time.Duration
+		atLeast   int32
+		atMost    int32
+		described string
+	}{
+		{0, 1, 2, "the default (250 ms)"},
+		{30 * time.Millisecond, 4, 1000, "30 ms"},
+	} {
+		port, accepted := fakeSlirp(t, 1000)
+		v := probeVM(port)
+		v.cfg.ProbeRead = tc.read
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_ = v.WaitNetwork(ctx)
+		cancel()
+		if n := accepted.Load(); n < tc.atLeast || n > tc.atMost {
+			t.Errorf("WaitNetwork() with ProbeRead %s made %d probes in 300 ms, want %d to %d", tc.described, n, tc.atLeast, tc.atMost)
+		}
+	}
+}
