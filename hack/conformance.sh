@@ -62,7 +62,7 @@ step "building e2e.test, ginkgo and the test images (cached)"
 mkdir -p "$out"
 (cd image/bundle/conformance && go build -o "$out/conformance" ./cmd/conformance && "$out/conformance" build -out "$out" -bundle "$repo/_out/bundle")
 mkdir -p "$run" "$out/path"
-ln -sf "$repo/_out/bundle/bin/kube" "$out/path/kubectl"
+ln -sf "$repo/_out/bundle/bin/kubectl" "$out/path/kubectl"
 
 # --- the cluster --------------------------------------------------------------------------------------
 netns=cairn-conformance
@@ -151,7 +151,7 @@ step "importing the test images on every node"
 # Unpacking hundreds of MB is minutes of CPU on an emulated node: the suite starts once the nodes answer
 # their health checks again, and any control-plane container that restarted meanwhile is shown.
 "$ctl" "${cairn[@]}" health --wait 10m
-KUBECONFIG=$kubeconfig "$repo/_out/bundle/bin/kube" kubectl get pods -n kube-system -o wide
+KUBECONFIG=$kubeconfig "$repo/_out/bundle/bin/kubectl" get pods -n kube-system -o wide
 
 # --- the suite ----------------------------------------------------------------------------------------
 step "running e2e.test: focus '$focus', skip '$skip', $parallel processes"

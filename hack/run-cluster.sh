@@ -15,7 +15,7 @@ make --no-print-directory image example-image
 ./hack/deps.sh qemu
 
 ctl=$PWD/_out/cairnctl
-ln -sf bundle/bin/kube _out/kubectl
+ln -sf bundle/bin/kubectl _out/kubectl
 if "$ctl" cluster list --state-dir "$state" -o json | grep -q "\"name\": \"$name\""; then
 	step "destroying the previous cluster $name"
 	"$ctl" cluster destroy --name "$name" --state-dir "$state"

@@ -23,8 +23,8 @@ var (
 	imageDir string // the built image: $CAIRN_IMAGE_DIR or _out
 	cairnctl string // the binary under test, built by TestMain
 	stateDir string // --state-dir of every cluster the tests make
-	// kubectlBin is the bundle's own kubectl (the multi-call kube binary under that name): the tests
-	// need no kubectl on the host, and it is the version the nodes run.
+	// kubectlBin is the bundle's own kubectl: the tests need no kubectl on the host, and it is the
+	// version the nodes run.
 	kubectlBin string
 )
 
@@ -48,12 +48,12 @@ func run(m *testing.M) int {
 			missing = append(missing, filepath.Join(imageDir, f))
 		}
 	}
-	kube := filepath.Join(repoRoot, "_out", "bundle", "bin", "kube")
+	kubectlBin = filepath.Join(repoRoot, "_out", "bundle", "bin", "kubectl")
 	if d := os.Getenv("CAIRN_BUNDLE_DIR"); d != "" {
-		kube = filepath.Join(d, "bin", "kube")
+		kubectlBin = filepath.Join(d, "bin", "kubectl")
 	}
-	if _, err := os.Stat(kube); err != nil {
-		missing = append(missing, kube)
+	if _, err := os.Stat(kubectlBin); err != nil {
+		missing = append(missing, kubectlBin)
 	}
 	if len(missing) > 0 {
 		fmt.Fprintf(os.Stderr, "e2e: the image is not built: missing %v\nbuild it with `make image` (or set CAIRN_IMAGE_DIR)\n", missing)
@@ -72,11 +72,6 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	cairnctl, stateDir = filepath.Join(tmp, "cairnctl"), filepath.Join(tmp, "clusters")
-	kubectlBin = filepath.Join(tmp, "kubectl")
-	if err := os.Symlink(kube, kubectlBin); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
 	start := time.Now()
 	build := exec.Command("go", "build", "-o", cairnctl, "./cairnctl")
 	build.Dir, build.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")

@@ -86,7 +86,7 @@ func TestSandboxControlPlane(t *testing.T) {
 		}
 	}
 	must(t, dir, append(mtls, "kubeconfig", filepath.Join(dir, "kubeconfig"))...)
-	kubectl := exec.Command(filepath.Join(bundle, "bin", "kube"), "kubectl", "--kubeconfig", filepath.Join(dir, "kubeconfig"), "get", "nodes", "--no-headers")
+	kubectl := exec.Command(filepath.Join(bundle, "bin", "kubectl"), "--kubeconfig", filepath.Join(dir, "kubeconfig"), "get", "nodes", "--no-headers")
 	nodes, err := kubectl.CombinedOutput()
 	if err != nil || !strings.Contains(string(nodes), " Ready ") {
 		t.Fatalf("kubectl get nodes: %v\n%s", err, nodes)

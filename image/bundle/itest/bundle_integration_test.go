@@ -69,7 +69,7 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		{[]string{bin("kube"), "kube-scheduler", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kube"), "kubelet", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kube"), "kube-proxy", "--version"}, nil, "Kubernetes " + v.Kubernetes},
-		{[]string{bin("kube"), "kubectl", "version", "--client"}, nil, "Client Version: " + v.Kubernetes},
+		{[]string{bin("kubectl"), "version", "--client"}, nil, "Client Version: " + v.Kubernetes},
 		{[]string{bin("kube"), "coredns", "-version"}, nil, "CoreDNS-" + strings.TrimPrefix(v.CoreDNS, "v")},
 		{[]string{bin("flanneld"), "--version"}, nil, v.Flannel},
 		{[]string{bin("etcd"), "--version"}, nil, "etcd Version: " + strings.TrimPrefix(v.Etcd, "v")},

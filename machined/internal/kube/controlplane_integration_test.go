@@ -40,7 +40,7 @@ func (n *netnsRunner) cmd(prog string, args ...string) *exec.Cmd {
 
 // kubectl returns kubectl's standard output (warnings go to its standard error), or its error output.
 func (n *netnsRunner) kubectl(kubeconfig string, args ...string) (string, error) {
-	c := n.cmd("kube", append([]string{"kubectl", "--kubeconfig", kubeconfig, "--request-timeout=10s"}, args...)...)
+	c := n.cmd("kubectl", append([]string{"--kubeconfig", kubeconfig, "--request-timeout=10s"}, args...)...)
 	var stderr strings.Builder
 	c.Stderr = &stderr
 	out, err := c.Output()

@@ -16,7 +16,7 @@ var BinaryNames = []string{"kube", "etcd", "flanneld", "pause", "cairn-echo", "c
 
 // KubeComponents are the names the multi-call kube binary answers to; each
 // gets a symlink in the shared layer.
-var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl", "coredns"}
+var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "coredns"}
 
 const binDir = "usr/local/bin"
 

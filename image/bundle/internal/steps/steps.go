@@ -92,6 +92,14 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			Outputs: []string{"bin/kube"},
 		},
 		{
+			// kubectl, for the host (tests, make run, conformance): no node
+			// runs it, and in the multi-call binary every component ran its
+			// package initialisation (see kube/main.go).
+			Name: "kubectl", Dir: filepath.Join(p.Src, "kube"), Env: pureGo,
+			Args:    goBuild(strip+" "+KubeVersionFlags(v, in), nil, filepath.Join(bin, "kubectl"), "./kubectl"),
+			Outputs: []string{"bin/kubectl"},
+		},
+		{
 			// etcd and, called by that name, etcdutl (see etcd/main.go).
 			Name: "etcd", Dir: filepath.Join(p.Src, "etcd"), Env: pureGo,
 			Args:    goBuild(strip, nil, filepath.Join(bin, "etcd"), "."),
