@@ -300,9 +300,12 @@ func TestRaw(t *testing.T) {
 	waitPayloadFound(t, maint, "(partition CAIRN-PAYLOAD-A)")
 
 	// The hardware watchdog (QEMU's i6300esb on q35): machined arms it and pets it while the node
-	// answers; told to stop petting, as a hung node would, the machine is reset and boots again.
-	before := status(t, maint())
+	// answers; told to stop petting, as a hung node would, the machine is reset and boots again. It is
+	// armed once the boot's last drivers are loaded, which under emulation can come after the payload
+	// is found; until then watchdog-stop is refused (FailedPrecondition, no watchdog armed).
 	n := c.Nodes[0]
+	waitConsole(t, n, 0, regexp.MustCompile(`hardware watchdog armed`), bootTimeout)
+	before := status(t, maint())
 	off := consoleSize(t, n)
 	out := mustCtl(t, time.Minute, append(maint(), "debug", "watchdog-stop")...)
 	if !strings.Contains(out, "resets within") {
