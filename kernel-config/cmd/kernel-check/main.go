@@ -7,8 +7,6 @@
 package main
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,7 +57,7 @@ func fatal(err error) {
 
 // defaultConfig picks bootDir/config-VERSION for the shipped bzImage, or the newest config.
 func defaultConfig(vmlinuz, bootDir string) (string, error) {
-	if v, err := bzImageVersion(vmlinuz); err == nil {
+	if v, err := kconfig.BzImageRelease(vmlinuz); err == nil {
 		return filepath.Join(bootDir, "config-"+v), nil
 	}
 	configs, _ := filepath.Glob(filepath.Join(bootDir, "config-*"))
@@ -68,25 +66,4 @@ func defaultConfig(vmlinuz, bootDir string) (string, error) {
 	}
 	sort.Strings(configs)
 	return configs[len(configs)-1], nil
-}
-
-// bzImageVersion reads the version string the boot header points at (kernel_version at 0x20E, an
-// offset from 0x200), e.g. "6.1.0-56-amd64 (debian-kernel@...) #1 SMP ...", and returns its first word.
-func bzImageVersion(p string) (string, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", err
-	}
-	if len(b) < 0x210 || string(b[0x202:0x206]) != "HdrS" {
-		return "", errors.New("not a bzImage")
-	}
-	off := int(binary.LittleEndian.Uint16(b[0x20E:])) + 0x200
-	if off >= len(b) {
-		return "", errors.New("kernel_version points outside the image")
-	}
-	s := b[off:min(len(b), off+256)]
-	if i := strings.IndexByte(string(s), ' '); i > 0 {
-		return string(s[:i]), nil
-	}
-	return "", errors.New("no version string")
 }
