@@ -2,12 +2,12 @@ module github.com/cairn-os/cairn/image/bundle/containerd
 
 go 1.26.8
 
-// ctr (for tests, not the node): built with `go build github.com/containerd/containerd/v2/cmd/ctr`.
-tool github.com/containerd/containerd/v2/cmd/ctr
-
-require (
-	github.com/containerd/containerd/v2 v2.4.2
-	github.com/containerd/plugin v1.1.0
+// Each built with `go build IMPORT-PATH`: the daemon and its runc shim
+// (the node's), ctr (for tests, not the node).
+tool (
+	github.com/containerd/containerd/v2/cmd/containerd
+	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+	github.com/containerd/containerd/v2/cmd/ctr
 )
 
 require (
@@ -28,6 +28,7 @@ require (
 	github.com/containerd/cgroups/v3 v3.1.3 // indirect
 	github.com/containerd/console v1.0.5 // indirect
 	github.com/containerd/containerd/api v1.12.0 // indirect
+	github.com/containerd/containerd/v2 v2.4.2 // indirect
 	github.com/containerd/continuity v0.5.0 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
@@ -41,6 +42,7 @@ require (
 	github.com/containerd/nri v0.12.3 // indirect
 	github.com/containerd/otelttrpc v0.1.0 // indirect
 	github.com/containerd/platforms v1.0.0-rc.5 // indirect
+	github.com/containerd/plugin v1.1.0 // indirect
 	github.com/containerd/ttrpc v1.2.9 // indirect
 	github.com/containerd/typeurl/v2 v2.3.0 // indirect
 	github.com/containerd/zfs/v2 v2.0.0 // indirect

@@ -33,9 +33,12 @@ const (
 	CoreDNS = "github.com/coredns/coredns"
 	// Flannel is the flannel module, whose root package is flanneld.
 	Flannel = "github.com/flannel-io/flannel"
-	// Containerd is containerd's module; Ctr is its ctr command.
-	Containerd = "github.com/containerd/containerd/v2"
-	Ctr        = Containerd + "/cmd/ctr"
+	// Containerd is containerd's module; ContainerdDaemon, Shim and Ctr are
+	// its commands: the daemon, its runc shim and the ctr client.
+	Containerd       = "github.com/containerd/containerd/v2"
+	ContainerdDaemon = Containerd + "/cmd/containerd"
+	Shim             = Containerd + "/cmd/containerd-shim-runc-v2"
+	Ctr              = Containerd + "/cmd/ctr"
 	// tencentVPC is the SDK module flannel's tencent-vpc backend imports;
 	// the module proxy does not serve it.
 	tencentVPC = "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc"
@@ -228,18 +231,24 @@ func CheckFlannel(goMod []byte, v versions.Versions) error {
 // RenderContainerd returns the containerd wrapper's go.mod before `go mod
 // tidy`. Requiring containerd alone resolves every dependency to the
 // version containerd's own go.mod selects, as `go install` of its commands
-// would. ctr is listed as a tool so that tidy keeps its dependencies and the
-// bundle can build it from the same module graph.
+// would. The wrapper has no code of its own: the commands the bundle builds
+// from containerd's packages are listed as tools, so that tidy keeps their
+// dependencies and the bundle builds each from the same module graph.
 func RenderContainerd(v versions.Versions) []byte {
 	return fmt.Appendf(nil, `module %s
 
 go %s
 
-// ctr (for tests, not the node): built with `+"`go build %s`"+`.
-tool %s
+// Each built with `+"`go build IMPORT-PATH`"+`: the daemon and its runc shim
+// (the node's), ctr (for tests, not the node).
+tool (
+	%s
+	%s
+	%s
+)
 
 require %s %s
-`, ContainerdModule, goVersion, Ctr, Ctr, Containerd, v.Containerd)
+`, ContainerdModule, goVersion, ContainerdDaemon, Shim, Ctr, Containerd, v.Containerd)
 }
 
 // CheckContainerd reports whether a committed containerd/go.mod pins what
