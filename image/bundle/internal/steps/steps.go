@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cairn-os/cairn/image/bundle/internal/pin"
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
 )
 
@@ -73,9 +74,8 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 	cni := filepath.Join(p.Out, "cni")
 	pureGo := []string{"CGO_ENABLED=0"}
 
-	containerdPkg := "github.com/containerd/containerd/v2"
-	containerdVersion := " -X " + containerdPkg + "/version.Version=" + v.Containerd +
-		" -X " + containerdPkg + "/version.Package=" + containerdPkg
+	containerdVersion := " -X " + pin.Containerd + "/version.Version=" + v.Containerd +
+		" -X " + pin.Containerd + "/version.Package=" + pin.Containerd
 	cniPkg := "github.com/containernetworking/plugins"
 	flannelPkg := "github.com/flannel-io/flannel"
 	return []Step{
@@ -132,7 +132,7 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			// 9.52 MB xz.
 			Name: "containerd", Dir: filepath.Join(p.Src, "containerd"), Env: pureGo,
 			Args: goBuild(strip+containerdVersion, []string{"-tags", containerdTags},
-				filepath.Join(bin, "containerd"), containerdPkg+"/cmd/containerd"),
+				filepath.Join(bin, "containerd"), pin.ContainerdDaemon),
 			Outputs: []string{"bin/containerd"},
 		},
 		{
@@ -144,13 +144,13 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			// nine shims) for 3.2 MiB more in the payload.
 			Name: "containerd-shim-runc-v2", Dir: filepath.Join(p.Src, "containerd"), Env: pureGo,
 			Args: goBuild(strip+containerdVersion, []string{"-tags", containerdTags},
-				filepath.Join(bin, "containerd-shim-runc-v2"), containerdPkg+"/cmd/containerd-shim-runc-v2"),
+				filepath.Join(bin, "containerd-shim-runc-v2"), pin.Shim),
 			Outputs: []string{"bin/containerd-shim-runc-v2"},
 		},
 		{
 			// ctr is for tests and debugging only; the node does not need it.
 			Name: "ctr", Dir: filepath.Join(p.Src, "containerd"), Env: pureGo,
-			Args:    goBuild(strip+containerdVersion, nil, filepath.Join(bin, "ctr"), containerdPkg+"/cmd/ctr"),
+			Args:    goBuild(strip+containerdVersion, nil, filepath.Join(bin, "ctr"), pin.Ctr),
 			Outputs: []string{"bin/ctr"},
 		},
 		{
