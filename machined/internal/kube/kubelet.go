@@ -153,6 +153,9 @@ func (r *Renderer) KubeletArgs(o KubeletOptions) []string {
 		// The kubelet hands its paths to containerd, which resolves them on the host: in sandbox mode both
 		// must agree on where the root directory is.
 		{"root-dir", r.layout.KubeletDir()},
+		// Its default is /var/lib/kubelet/pki whatever root-dir says: named, it follows root-dir in
+		// sandbox mode too, where machined seeds the control plane's client pair (workload/kubeletcert.go).
+		{"cert-dir", r.layout.KubeletCertDir()},
 	}
 	if o.Bootstrap {
 		flags = append(flags, arg{"bootstrap-kubeconfig", r.layout.KubernetesFile(BootstrapKubeletConf)})

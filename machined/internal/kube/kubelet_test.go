@@ -111,7 +111,7 @@ func TestKubeletArgs(t *testing.T) {
 			name: "control plane",
 			root: "/",
 			want: []string{
-				"--config=/var/lib/kubelet/config.yaml", "--hostname-override=cp-1",
+				"--cert-dir=/var/lib/kubelet/pki", "--config=/var/lib/kubelet/config.yaml", "--hostname-override=cp-1",
 				"--kubeconfig=/etc/kubernetes/kubelet.conf", "--node-ip=192.168.50.10",
 				"--root-dir=/var/lib/kubelet", "--v=2",
 			},
@@ -123,6 +123,7 @@ func TestKubeletArgs(t *testing.T) {
 			extra: map[string]string{"node-ip": "10.0.2.15", "node-labels": "zone=a"},
 			want: []string{
 				"--bootstrap-kubeconfig=/tmp/sbx/etc/kubernetes/bootstrap-kubelet.conf",
+				"--cert-dir=/tmp/sbx/var/lib/kubelet/pki",
 				"--config=/tmp/sbx/var/lib/kubelet/config.yaml", "--hostname-override=cp-1",
 				"--kubeconfig=/tmp/sbx/etc/kubernetes/kubelet.conf", "--node-ip=10.0.2.15",
 				"--root-dir=/tmp/sbx/var/lib/kubelet", "--node-labels=zone=a",

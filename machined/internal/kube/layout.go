@@ -81,6 +81,11 @@ func (l Layout) EtcdData() string { return l.p.Etcd() }
 // KubeletDir is the kubelet's root directory.
 func (l Layout) KubeletDir() string { return l.p.Join("var", "lib", "kubelet") }
 
+// KubeletCertDir is the kubelet's certificate store (its --cert-dir): the client pair it rotates
+// (kubelet-client-current.pem) and the serving pair it asks the cluster for. Under KubeletDir, so sandbox
+// mode's kubelet keeps it across its container's restarts as a node does.
+func (l Layout) KubeletCertDir() string { return filepath.Join(l.KubeletDir(), "pki") }
+
 // KubeletConfig is the kubelet's KubeletConfiguration file.
 func (l Layout) KubeletConfig() string { return filepath.Join(l.KubeletDir(), "config.yaml") }
 

@@ -92,6 +92,13 @@ func (w *Workload) startKubelet(context.Context) error {
 			return err
 		}
 	}
+	seeded, err := seedKubeletClient(l.KubernetesFile(kube.KubeletConf), l.KubeletCertDir(), w.Now())
+	if err != nil {
+		return fmt.Errorf("the kubelet's client certificate: %w", err)
+	}
+	if seeded != "" {
+		w.Log.Info("put kubelet.conf's client certificate in the kubelet's store", "file", seeded)
+	}
 	w.mu.Lock()
 	shared := w.shared
 	w.mu.Unlock()
