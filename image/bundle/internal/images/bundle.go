@@ -8,11 +8,11 @@ import (
 )
 
 // Binaries are the programs the images carry, by name (kube, etcd,
-// flanneld, pause, cairn-echo, cairn-mount).
+// flanneld, pause, cairn-echo, cairn-mount, cairn-kube-proxy).
 type Binaries map[string][]byte
 
 // BinaryNames are the entries Binaries must hold: files of the bundle's bin/.
-var BinaryNames = []string{"kube", "etcd", "flanneld", "pause", "cairn-echo", "cairn-mount"}
+var BinaryNames = []string{"kube", "etcd", "flanneld", "pause", "cairn-echo", "cairn-mount", "cairn-kube-proxy"}
 
 // KubeComponents are the names the multi-call kube binary answers to; each
 // gets a symlink in the shared layer.
@@ -77,6 +77,16 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 	if err != nil {
 		return nil, fmt.Errorf("mount tools layer: %w", err)
 	}
+	// Cairn's kube-proxy DaemonSet starts kube-proxy in nftables mode through
+	// cairn-kube-proxy (image/bundle/proxystart), which puts the directory
+	// with only nft in it on PATH when the node has no iptables-mode rules.
+	proxyStart, err := Layer([]File{
+		{Path: binDir + "/cairn-kube-proxy", Mode: 0o755, Data: bins["cairn-kube-proxy"]},
+		{Path: "usr/libexec/cairn-kube-proxy/nft", Mode: fs.ModeSymlink, Linkname: "/usr/sbin/nft"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy launcher layer: %w", err)
+	}
 	etcd, err := Layer([]File{
 		{Path: binDir + "/etcd", Mode: 0o755, Data: bins["etcd"]},
 		{Path: binDir + "/etcdutl", Mode: fs.ModeSymlink, Linkname: "etcd"},
@@ -124,7 +134,7 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 		component("kube-controller-manager"),
 		component("kube-scheduler"),
 		// kube-proxy runs nft and iptables, found through PATH (/usr/sbin).
-		component("kube-proxy", nfL),
+		component("kube-proxy", nfL, LayerSpec{proxyStart, "cairn-kube-proxy, kube-proxy's launcher"}),
 		{
 			Name:       "cairn.local/kubelet:" + v.Kubernetes,
 			Layers:     []LayerSpec{baseL, kubeL, {mountTools, "mount and umount for kubelet"}},

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -195,7 +196,7 @@ func TestImageConfigs(t *testing.T) {
 		"registry.k8s.io/kube-apiserver:v1.37.2":          {[]string{"/usr/local/bin/kube-apiserver"}, "", 2},
 		"registry.k8s.io/kube-controller-manager:v1.37.2": {[]string{"/usr/local/bin/kube-controller-manager"}, "", 2},
 		"registry.k8s.io/kube-scheduler:v1.37.2":          {[]string{"/usr/local/bin/kube-scheduler"}, "", 2},
-		"registry.k8s.io/kube-proxy:v1.37.2":              {[]string{"/usr/local/bin/kube-proxy"}, "", 3},
+		"registry.k8s.io/kube-proxy:v1.37.2":              {[]string{"/usr/local/bin/kube-proxy"}, "", 4},
 		"registry.k8s.io/coredns/coredns:v1.15.0":         {[]string{"/coredns"}, "65532:65532", 3},
 		"cairn.local/flannel:v0.28.10":                    {[]string{"/opt/bin/flanneld"}, "", 3},
 		"cairn.local/kubelet:v1.37.2":                     {[]string{"/usr/local/bin/kubelet"}, "", 3},
@@ -400,6 +401,18 @@ func TestNetfilterImages(t *testing.T) {
 	proxy := layerEntries(t, byName(t, imgs, "registry.k8s.io/kube-proxy:v1.37.2"))
 	if h := proxy["usr/local/bin/kube-proxy"]; h == nil || h.Linkname != "kube" {
 		t.Errorf("kube-proxy image /usr/local/bin/kube-proxy = %+v, want a link to kube", h)
+	}
+	// Its launcher, and the directory it puts on PATH: nft and nothing else.
+	if h := proxy["usr/local/bin/cairn-kube-proxy"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 {
+		t.Errorf("kube-proxy image /usr/local/bin/cairn-kube-proxy = %+v, want an executable", h)
+	}
+	if h := proxy["usr/libexec/cairn-kube-proxy/nft"]; h == nil || h.Linkname != "/usr/sbin/nft" {
+		t.Errorf("kube-proxy image /usr/libexec/cairn-kube-proxy/nft = %+v, want a link to /usr/sbin/nft", h)
+	}
+	for name := range proxy {
+		if dir, base := path.Split(name); dir == "usr/libexec/cairn-kube-proxy/" && base != "nft" {
+			t.Errorf("kube-proxy image has /%s beside nft in its nft-only directory", name)
+		}
 	}
 }
 

@@ -1,0 +1,60 @@
+//go:build integration
+
+package itest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cairn-os/cairn/image/bundle/internal/versions"
+)
+
+// runProxyLauncher runs kube-proxy's clean-up (`kube-proxy --cleanup`, which
+// removes every mode's rules and exits) through cairn-kube-proxy inside the
+// kube-proxy image, in a network namespace of the test's own: on empty
+// tables kube-proxy runs no iptables at all, and when an iptables-mode chain
+// is there it runs them and the chain goes.
+func runProxyLauncher(t *testing.T, c *containerd, v versions.Versions) {
+	img := "registry.k8s.io/kube-proxy:" + v.Kubernetes
+	netns := fmt.Sprintf("cairn-itest-proxy-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", netns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", netns).Run() })
+	inNetns := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("ip", append([]string{"netns", "exec", netns}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	cleanup := func(id string) string {
+		t.Helper()
+		stdout, stderr, err := c.ctrFull("k8s.io", "run", "--rm", "--privileged", "--with-ns", "network:/run/netns/"+netns,
+			img, id, "/usr/local/bin/cairn-kube-proxy", "/usr/local/bin/kube-proxy", "--cleanup", "-v=4")
+		if err != nil {
+			t.Fatalf("cairn-kube-proxy kube-proxy --cleanup: %v", err)
+		}
+		return stdout + stderr
+	}
+
+	got := cleanup("proxy-launch-empty")
+	if !strings.Contains(got, "no iptables-mode chains on the node") || strings.Contains(got, "iptables-save") {
+		t.Errorf("on empty tables: %q; want the launcher's note and no iptables run", got)
+	}
+
+	// What kube-proxy's iptables mode leaves: a chain and the jump to it.
+	inNetns("iptables", "-t", "nat", "-N", "KUBE-SERVICES")
+	inNetns("iptables", "-t", "nat", "-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
+	got = cleanup("proxy-launch-leftovers")
+	if !strings.Contains(got, "iptables-mode chains on the node (ip nat KUBE-SERVICES)") || !strings.Contains(got, "iptables-save") {
+		t.Errorf("with an iptables-mode chain: %q; want the launcher to name it and kube-proxy to run iptables", got)
+	}
+	if rules := inNetns("iptables", "-t", "nat", "-S"); strings.Contains(rules, "KUBE-SERVICES") {
+		t.Errorf("after kube-proxy's clean-up the nat table still has KUBE-SERVICES:\n%s", rules)
+	}
+}
