@@ -13,10 +13,11 @@ import (
 )
 
 // runProxyLauncher runs kube-proxy's clean-up (`kube-proxy --cleanup`, which
-// removes every mode's rules and exits) through cairn-kube-proxy inside the
-// kube-proxy image, in a network namespace of the test's own: on empty
-// tables kube-proxy runs no iptables at all, and when an iptables-mode chain
-// is there it runs them and the chain goes.
+// removes every mode's rules and exits) inside the kube-proxy image, whose
+// kube-proxy is cairn-kube-proxy, in a network namespace of the test's own:
+// without the DaemonSet's variable it is upstream's kube-proxy; with it, on
+// empty tables kube-proxy runs no iptables at all, and when an iptables-mode
+// chain is there it runs them and the chain goes.
 func runProxyLauncher(t *testing.T, c *containerd, v versions.Versions) {
 	img := "registry.k8s.io/kube-proxy:" + v.Kubernetes
 	netns := fmt.Sprintf("cairn-itest-proxy-%d", os.Getpid())
@@ -32,17 +33,27 @@ func runProxyLauncher(t *testing.T, c *containerd, v versions.Versions) {
 		}
 		return string(out)
 	}
-	cleanup := func(id string) string {
+	cleanup := func(id string, env ...string) string {
 		t.Helper()
-		stdout, stderr, err := c.ctrFull("k8s.io", "run", "--rm", "--privileged", "--with-ns", "network:/run/netns/"+netns,
-			img, id, "/usr/local/bin/cairn-kube-proxy", "/usr/local/bin/kube-proxy", "--cleanup", "-v=4")
+		args := []string{"run", "--rm", "--privileged", "--with-ns", "network:/run/netns/" + netns}
+		for _, e := range env {
+			args = append(args, "--env", e)
+		}
+		args = append(args, img, id, "/usr/local/bin/kube-proxy", "--cleanup", "-v=4")
+		stdout, stderr, err := c.ctrFull("k8s.io", args...)
 		if err != nil {
-			t.Fatalf("cairn-kube-proxy kube-proxy --cleanup: %v", err)
+			t.Fatalf("kube-proxy --cleanup: %v", err)
 		}
 		return stdout + stderr
 	}
+	const nftablesMode = "CAIRN_KUBE_PROXY_MODE=nftables" // what Cairn's DaemonSet sets in nftables mode
 
-	got := cleanup("proxy-launch-empty")
+	// Not asked to (a DaemonSet of one's own): kube-proxy as upstream's.
+	got := cleanup("proxy-launch-plain")
+	if strings.Contains(got, "cairn-kube-proxy") || !strings.Contains(got, "iptables-save") {
+		t.Errorf("without %s: %q; want kube-proxy's own clean-up, iptables and all, and no word from the launcher", nftablesMode, got)
+	}
+	got = cleanup("proxy-launch-empty", nftablesMode)
 	if !strings.Contains(got, "no iptables-mode chains on the node") || strings.Contains(got, "iptables-save") {
 		t.Errorf("on empty tables: %q; want the launcher's note and no iptables run", got)
 	}
@@ -50,7 +61,7 @@ func runProxyLauncher(t *testing.T, c *containerd, v versions.Versions) {
 	// What kube-proxy's iptables mode leaves: a chain and the jump to it.
 	inNetns("iptables", "-t", "nat", "-N", "KUBE-SERVICES")
 	inNetns("iptables", "-t", "nat", "-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
-	got = cleanup("proxy-launch-leftovers")
+	got = cleanup("proxy-launch-leftovers", nftablesMode)
 	if !strings.Contains(got, "iptables-mode chains on the node (ip nat KUBE-SERVICES)") || !strings.Contains(got, "iptables-save") {
 		t.Errorf("with an iptables-mode chain: %q; want the launcher to name it and kube-proxy to run iptables", got)
 	}

@@ -1,29 +1,36 @@
-// Command cairn-kube-proxy starts kube-proxy in nftables mode without its
-// start-up clean-up of iptables-mode rules when the node has none.
+// Command cairn-kube-proxy is /usr/local/bin/kube-proxy in the kube-proxy
+// image: it runs kube-proxy from the multi-call kube binary, in nftables mode
+// without kube-proxy's start-up clean-up of iptables-mode rules when the node
+// has none.
 //
 // At every start in nftables mode kube-proxy removes what its iptables and
 // ipvs modes may have left (cmd/kube-proxy/app.platformCleanup): it runs
 // iptables and ip6tables about forty times, to look for and delete chains
 // and rules that a node which never ran those modes does not have. Each run
-// starts a dynamically linked program anew: about 1 s natively, 7.5 s on an
-// idle node under emulation, and twice that while the node starts its first
-// pods, before kube-proxy writes a rule of its own, so before any Service
-// (CoreDNS's way to the API server among them) works. A Cairn node boots
-// with empty tables; iptables-mode rules are there only if kube-proxy ran in
-// that mode on it since (cluster.proxy.mode changed from iptables).
+// starts a dynamically linked program anew: about 1 s natively, about 3.5 s
+// of an idle node's start under emulation and more while the node starts its
+// first pods, before kube-proxy writes a rule of its own, so before any
+// Service (CoreDNS's way to the API server among them) works. A Cairn node
+// boots with empty tables; iptables-mode rules are there only if kube-proxy
+// ran in that mode on it since (cluster.proxy.mode changed from iptables).
 //
-// So this lists the node's nftables chains once (`nft -j list chains`:
+// Only when its environment says ModeEnv=nftables (Cairn's DaemonSet sets
+// it) does it list the node's nftables chains, once (`nft -j list chains`:
 // under iptables-nft, iptables' tables are nftables tables of the ip and ip6
-// families) and then replaces itself with kube-proxy (exec: same PID,
-// signals and exit code):
-//   - with the environment as it is when a chain of kube-proxy's iptables or
-//     ipvs modes (KUBE-*) is there, so kube-proxy removes them as upstream's
-//     does, or when the chains cannot be listed;
+// families), and choose kube-proxy's environment:
+//   - as it is when a chain of kube-proxy's iptables or ipvs modes (KUBE-*) is
+//     there, so kube-proxy removes them as upstream's does, or when the chains
+//     cannot be listed;
 //   - otherwise with a PATH that has nft (a directory holding only a link to
 //     it) and no directory with iptables in it, so the clean-up finds no
 //     iptables to run and skips it. nftables mode runs nft, never iptables.
 //
-// Usage: cairn-kube-proxy KUBE-PROXY [ARG]...
+// Without ModeEnv it changes nothing, so a DaemonSet of one's own runs
+// kube-proxy as upstream's image does. It is the image's kube-proxy rather
+// than a command the DaemonSet names so that a node still on an image
+// without it runs Cairn's DaemonSet during an upgrade: the variable is then
+// ignored. Either way it replaces itself with kube-proxy (exec: same PID,
+// signals and exit code).
 package main
 
 import (
@@ -41,19 +48,24 @@ import (
 // nft and nothing else (image/bundle/internal/images).
 const NFTOnlyDir = "/usr/libexec/cairn-kube-proxy"
 
+// ModeEnv is the variable through which Cairn's DaemonSet tells the launcher
+// kube-proxy's mode (machined/internal/addons).
+const ModeEnv = "CAIRN_KUBE_PROXY_MODE"
+
+// KubeBinary is the multi-call binary that runs kube-proxy when started by
+// that name.
+const KubeBinary = "/usr/local/bin/kube"
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cairn-kube-proxy KUBE-PROXY [ARG]...")
-		os.Exit(2)
+	env := os.Environ()
+	if os.Getenv(ModeEnv) == "nftables" {
+		out, err := exec.Command("nft", "-j", "list", "chains").Output()
+		var note string
+		env, note = environ(env, out, err, isFile)
+		fmt.Fprintln(os.Stderr, "cairn-kube-proxy: "+note)
 	}
-	out, err := exec.Command("nft", "-j", "list", "chains").Output()
-	env, note := environ(os.Environ(), out, err, isFile)
-	fmt.Fprintln(os.Stderr, "cairn-kube-proxy: "+note)
-	path, err := exec.LookPath(os.Args[1])
-	if err == nil {
-		err = syscall.Exec(path, os.Args[1:], env)
-	}
-	fmt.Fprintf(os.Stderr, "cairn-kube-proxy: run %s: %v\n", os.Args[1], err)
+	err := syscall.Exec(KubeBinary, append([]string{"kube-proxy"}, os.Args[1:]...), env)
+	fmt.Fprintf(os.Stderr, "cairn-kube-proxy: run %s: %v\n", KubeBinary, err)
 	os.Exit(1)
 }
 

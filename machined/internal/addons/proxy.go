@@ -11,7 +11,6 @@ import (
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/kube"
 )
 
@@ -20,10 +19,11 @@ const (
 	// kubeProxyBinary is the kube-proxy entry of the bundle's multi-call kube binary (it dispatches on
 	// the name it was started as).
 	kubeProxyBinary = "/usr/local/bin/kube-proxy"
-	// kubeProxyLauncher starts kube-proxy in nftables mode: it lists the node's nftables chains once and,
-	// when no iptables-mode rules are there to remove, hides iptables from kube-proxy, whose start-up
-	// clean-up of them is otherwise some forty iptables runs (image/bundle/proxystart says more).
-	kubeProxyLauncher = "/usr/local/bin/cairn-kube-proxy"
+	// kubeProxyModeEnv tells the kube-proxy image's launcher (its /usr/local/bin/kube-proxy) the mode: in
+	// nftables mode it lists the node's nftables chains once and, when no iptables-mode rules are there
+	// to remove, hides iptables from kube-proxy, whose start-up clean-up of them is otherwise some forty
+	// iptables runs (image/bundle/proxystart says more). An image without the launcher ignores it.
+	kubeProxyModeEnv = "CAIRN_KUBE_PROXY_MODE"
 	// kubeProxyConfigDir is where the kube-proxy ConfigMap is mounted in the container.
 	kubeProxyConfigDir = "/var/lib/kube-proxy"
 	// kube-proxy's ConfigMap keys, kubeadm's names.
@@ -112,22 +112,18 @@ func kubeProxyKubeconfig(o Options) clientcmdv1.Config {
 }
 
 // kubeProxyCommand is kube-proxy's command line: the config file and the node name, then
-// cluster.proxy.extraArgs sorted by name, each replacing a flag of the same name in place; in nftables
-// mode through its launcher.
+// cluster.proxy.extraArgs sorted by name, each replacing a flag of the same name in place.
 //
 // With --config, kube-proxy reads only the logging flags (-v, --vmodule, ...) and --hostname-override
 // from its command line and ignores the rest, so extraArgs is for those; settings of the config file
 // belong in typed fields of the machine config.
-func kubeProxyCommand(mode string, extra map[string]string) []string {
+func kubeProxyCommand(extra map[string]string) []string {
 	defaults := []struct{ name, value string }{
 		{"config", kubeProxyConfigDir + "/" + kubeProxyConfigKey},
 		// The Node's name, which may differ from the hostname kube-proxy would use by default.
 		{"hostname-override", "$(NODE_NAME)"},
 	}
 	cmd := []string{kubeProxyBinary}
-	if mode == config.ProxyNFTables {
-		cmd = []string{kubeProxyLauncher, kubeProxyBinary}
-	}
 	seen := map[string]bool{}
 	for _, f := range defaults {
 		seen[f.name] = true
@@ -165,8 +161,11 @@ func kubeProxy(o Options) ([]kube.Object, error) {
 		Name:            kubeProxyName,
 		Image:           o.Images.KubeProxy,
 		ImagePullPolicy: pullPolicy,
-		Command:         kubeProxyCommand(o.Proxy.ModeOrDefault(), o.Proxy.ExtraArgs),
-		Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
+		Command:         kubeProxyCommand(o.Proxy.ExtraArgs),
+		Env: []corev1.EnvVar{
+			fieldEnv("NODE_NAME", "spec.nodeName"),
+			{Name: kubeProxyModeEnv, Value: o.Proxy.ModeOrDefault()},
+		},
 		// It writes the node's nftables or iptables rules and sysctls.
 		SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
 		// A request makes it Burstable. Without one it was BestEffort, whose pods share a CPU weight of 1

@@ -115,38 +115,48 @@ func TestKubeProxyKubeconfig(t *testing.T) {
 }
 
 func TestKubeProxyCommand(t *testing.T) {
-	const launcher, proxy = "/usr/local/bin/cairn-kube-proxy", "/usr/local/bin/kube-proxy"
 	for _, c := range []struct {
 		name  string
-		mode  string
 		extra map[string]string
 		want  []string
 	}{
-		// nftables, the default mode, starts through the launcher, which spares kube-proxy its iptables
-		// clean-up on a node with no iptables-mode rules; iptables mode runs kube-proxy itself.
-		{"defaults", "", nil, []string{
-			launcher, proxy, "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)",
+		{"defaults", nil, []string{
+			"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)",
 		}},
-		{"iptables mode", config.ProxyIPTables, nil, []string{
-			proxy, "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)",
-		}},
-		{"extra args sorted after", config.ProxyNFTables, map[string]string{"vmodule": "proxier=4", "v": "2"}, []string{
-			launcher, proxy, "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)",
+		{"extra args sorted after", map[string]string{"vmodule": "proxier=4", "v": "2"}, []string{
+			"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)",
 			"--v=2", "--vmodule=proxier=4",
 		}},
-		{"override in place", "", map[string]string{"hostname-override": "node-a", "v": "4"}, []string{
-			launcher, proxy, "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=node-a", "--v=4",
+		{"override in place", map[string]string{"hostname-override": "node-a", "v": "4"}, []string{
+			"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=node-a", "--v=4",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := testOptions()
-			o.Proxy.Mode = c.mode
 			o.Proxy.ExtraArgs = c.extra
 			got := daemonSetContainer(t, mustRender(t, o), KubeProxyDaemonSet).Command
 			if !slices.Equal(got, c.want) {
 				t.Errorf("command\n got %q\nwant %q", got, c.want)
 			}
 		})
+	}
+}
+
+// The image's launcher is told the mode, and spares kube-proxy its iptables clean-up only in nftables
+// mode, the default.
+func TestKubeProxyModeEnv(t *testing.T) {
+	for mode, want := range map[string]string{"": "nftables", config.ProxyNFTables: "nftables", config.ProxyIPTables: "iptables"} {
+		o := testOptions()
+		o.Proxy.Mode = mode
+		var got []string
+		for _, e := range daemonSetContainer(t, mustRender(t, o), KubeProxyDaemonSet).Env {
+			if e.Name == "CAIRN_KUBE_PROXY_MODE" {
+				got = append(got, e.Value)
+			}
+		}
+		if !slices.Equal(got, []string{want}) {
+			t.Errorf("mode %q: CAIRN_KUBE_PROXY_MODE = %q, want %q", mode, got, want)
+		}
 	}
 }
 

@@ -77,11 +77,13 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 	if err != nil {
 		return nil, fmt.Errorf("mount tools layer: %w", err)
 	}
-	// Cairn's kube-proxy DaemonSet starts kube-proxy in nftables mode through
-	// cairn-kube-proxy (image/bundle/proxystart), which puts the directory
-	// with only nft in it on PATH when the node has no iptables-mode rules.
+	// The kube-proxy image's kube-proxy is cairn-kube-proxy
+	// (image/bundle/proxystart), a launcher over the kube layer's link: asked
+	// to by Cairn's DaemonSet, it puts the directory with only nft in it on
+	// PATH when the node has no iptables-mode rules.
 	proxyStart, err := Layer([]File{
 		{Path: binDir + "/cairn-kube-proxy", Mode: 0o755, Data: bins["cairn-kube-proxy"]},
+		{Path: binDir + "/kube-proxy", Mode: fs.ModeSymlink, Linkname: "cairn-kube-proxy"},
 		{Path: "usr/libexec/cairn-kube-proxy/nft", Mode: fs.ModeSymlink, Linkname: "/usr/sbin/nft"},
 	})
 	if err != nil {

@@ -399,10 +399,15 @@ func TestNetfilterImages(t *testing.T) {
 		t.Errorf("flannel image carries kube-proxy")
 	}
 	proxy := layerEntries(t, byName(t, imgs, "registry.k8s.io/kube-proxy:v1.37.2"))
-	if h := proxy["usr/local/bin/kube-proxy"]; h == nil || h.Linkname != "kube" {
-		t.Errorf("kube-proxy image /usr/local/bin/kube-proxy = %+v, want a link to kube", h)
+	// Its kube-proxy is the launcher (the last layer's link wins over the kube
+	// layer's), which runs kube; the directory it puts on PATH holds nft and
+	// nothing else.
+	if h := proxy["usr/local/bin/kube-proxy"]; h == nil || h.Linkname != "cairn-kube-proxy" {
+		t.Errorf("kube-proxy image /usr/local/bin/kube-proxy = %+v, want a link to cairn-kube-proxy", h)
 	}
-	// Its launcher, and the directory it puts on PATH: nft and nothing else.
+	if h := proxy["usr/local/bin/kube"]; h == nil || h.Typeflag != tar.TypeReg {
+		t.Errorf("kube-proxy image /usr/local/bin/kube = %+v, want the kube binary", h)
+	}
 	if h := proxy["usr/local/bin/cairn-kube-proxy"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 {
 		t.Errorf("kube-proxy image /usr/local/bin/cairn-kube-proxy = %+v, want an executable", h)
 	}
