@@ -2,6 +2,8 @@ package workload
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -36,8 +38,8 @@ const (
 )
 
 // seedKubeletClient puts the client pair embedded in the kubeconfig conf into the kubelet's certificate
-// store certDir, when the store has no readable pair, or one for another name, or one that expires before
-// the embedded pair (renewCertificates renewed kubelet.conf). A pair the kubelet rotated itself expires
+// store certDir, when the store has no readable pair, or one for another name or from another cluster CA, or
+// one that expires before the embedded pair (renewCertificates renewed kubelet.conf). A pair the kubelet rotated itself expires
 // later and is kept. A kubeconfig with no embedded pair (a worker's, which its kubelet writes after its TLS
 // bootstrap) or no kubeconfig at all leaves the store to the kubelet. It reports the file it wrote, or "".
 func seedKubeletClient(conf, certDir string, now time.Time) (string, error) {
@@ -63,7 +65,7 @@ func seedKubeletClient(conf, certDir string, now time.Time) (string, error) {
 	current := filepath.Join(certDir, kubeletClientCurrent)
 	if have, err := tls.LoadX509KeyPair(current, current); err == nil &&
 		have.Leaf.Subject.CommonName == want.Leaf.Subject.CommonName &&
-		!have.Leaf.NotAfter.Before(want.Leaf.NotAfter) {
+		!have.Leaf.NotAfter.Before(want.Leaf.NotAfter) && signedBy(have.Leaf, kc) {
 		return "", nil
 	}
 	name := kubeletClientPrefix + "-" + now.UTC().Format(kubeletStoreTime) + ".pem"
@@ -84,4 +86,18 @@ func seedKubeletClient(conf, certDir string, now time.Time) (string, error) {
 		return "", err
 	}
 	return filepath.Join(certDir, name), atomicfile.SyncDir(certDir)
+}
+
+// signedBy reports whether cert was signed by the cluster CA that the kubeconfig kc trusts (true when kc
+// names none). A pair left in the store by a cluster since made again (a new CA) would not authenticate.
+func signedBy(cert *x509.Certificate, kc clientcmdv1.Config) bool {
+	if len(kc.Clusters) == 0 || len(kc.Clusters[0].Cluster.CertificateAuthorityData) == 0 {
+		return true
+	}
+	block, _ := pem.Decode(kc.Clusters[0].Cluster.CertificateAuthorityData)
+	if block == nil {
+		return true
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	return err != nil || cert.CheckSignatureFrom(ca) == nil
 }

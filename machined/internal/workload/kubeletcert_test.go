@@ -24,15 +24,19 @@ func pairFor(t *testing.T, ca pki.KeyPair, name string, now time.Time, validity 
 	return p
 }
 
-// writeKubeconfig writes a kubeconfig embedding p (none when p is zero: a worker's, naming the store).
-func writeKubeconfig(t *testing.T, path string, p pki.PEM) {
+// writeKubeconfig writes a kubeconfig trusting ca and embedding p (none when p is zero: a worker's, naming
+// the store).
+func writeKubeconfig(t *testing.T, path string, ca []byte, p pki.PEM) {
 	t.Helper()
 	u := clientcmdv1.AuthInfo{ClientCertificateData: p.Cert, ClientKeyData: p.Key}
 	if p.Cert == nil {
 		u = clientcmdv1.AuthInfo{ClientCertificate: "/var/lib/kubelet/pki/kubelet-client-current.pem",
 			ClientKey: "/var/lib/kubelet/pki/kubelet-client-current.pem"}
 	}
-	data, err := yaml.Marshal(clientcmdv1.Config{AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: "node", AuthInfo: u}}})
+	data, err := yaml.Marshal(clientcmdv1.Config{
+		Clusters:  []clientcmdv1.NamedCluster{{Name: "local", Cluster: clientcmdv1.Cluster{CertificateAuthorityData: ca}}},
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: "node", AuthInfo: u}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +74,15 @@ func TestSeedKubeletClient(t *testing.T) {
 	rotated := pairFor(t, ca, "cp-1", now, 2*pki.LeafValidity) // the kubelet's own, expiring later
 	older := pairFor(t, ca, "cp-1", now.Add(-300*24*time.Hour), pki.LeafValidity)
 	renamed := pairFor(t, ca, "cp-0", now, 2*pki.LeafValidity)
+	otherPEM, err := pki.NewCA("kubernetes", now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := otherPEM.ParseCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := pairFor(t, other, "cp-1", now, 2*pki.LeafValidity) // a cluster made again since
 
 	tests := []struct {
 		name     string
@@ -84,6 +97,7 @@ func TestSeedKubeletClient(t *testing.T) {
 		{name: "the kubelet rotated it", conf: &embedded, store: &rotated, want: &rotated},
 		{name: "kubelet.conf renewed since", conf: &embedded, store: &older, want: &embedded, wantSeed: true},
 		{name: "a pair for another name", conf: &embedded, store: &renamed, want: &embedded, wantSeed: true},
+		{name: "a pair from another CA", conf: &embedded, store: &foreign, want: &embedded, wantSeed: true},
 		{name: "an unreadable pair", conf: &embedded, garbage: true, want: &embedded, wantSeed: true},
 		{name: "worker: the kubelet's own bootstrap", conf: &pki.PEM{}},
 		{name: "no kubelet.conf yet"},
@@ -93,7 +107,7 @@ func TestSeedKubeletClient(t *testing.T) {
 			tmp := t.TempDir()
 			conf, dir := filepath.Join(tmp, "kubelet.conf"), filepath.Join(tmp, "kubelet", "pki")
 			if tt.conf != nil {
-				writeKubeconfig(t, conf, *tt.conf)
+				writeKubeconfig(t, conf, caPEM.Cert, *tt.conf)
 			}
 			if tt.store != nil {
 				storeWith(t, dir, *tt.store)
