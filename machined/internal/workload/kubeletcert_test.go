@@ -13,6 +13,20 @@ import (
 	"github.com/cairn-os/cairn/api/pki"
 )
 
+// newCA makes a cluster CA, as PEM and parsed.
+func newCA(t *testing.T, now time.Time) (pki.PEM, pki.KeyPair) {
+	t.Helper()
+	p, err := pki.NewCA("kubernetes", now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := p.ParseCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, kp
+}
+
 // pairFor signs a client pair for node name at now, valid for validity.
 func pairFor(t *testing.T, ca pki.KeyPair, name string, now time.Time, validity time.Duration) pki.PEM {
 	t.Helper()
@@ -62,26 +76,12 @@ func storeWith(t *testing.T, dir string, p pki.PEM) {
 
 func TestSeedKubeletClient(t *testing.T) {
 	now := time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
-	caPEM, err := pki.NewCA("kubernetes", now.Add(-24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := caPEM.ParseCA()
-	if err != nil {
-		t.Fatal(err)
-	}
+	caPEM, ca := newCA(t, now)
 	embedded := pairFor(t, ca, "cp-1", now, pki.LeafValidity)
 	rotated := pairFor(t, ca, "cp-1", now, 2*pki.LeafValidity) // the kubelet's own, expiring later
 	older := pairFor(t, ca, "cp-1", now.Add(-300*24*time.Hour), pki.LeafValidity)
 	renamed := pairFor(t, ca, "cp-0", now, 2*pki.LeafValidity)
-	otherPEM, err := pki.NewCA("kubernetes", now.Add(-24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := otherPEM.ParseCA()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, other := newCA(t, now)
 	foreign := pairFor(t, other, "cp-1", now, 2*pki.LeafValidity) // a cluster made again since
 
 	tests := []struct {
