@@ -42,11 +42,11 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 			return &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
 		}
 	}
-	sum, err := bootmedium.ReadSum(payload.SumFile)
+	rec, err := bootmedium.ReadRecord(payload.SumFile)
 	if err != nil {
 		return err
 	}
-	src := install.Source{Dir: mediumDir, Version: x.version, Payload: sum}
+	src := install.Source{Dir: mediumDir, Version: x.version, Payload: rec.Sum}
 	var d inventory.Disk
 	err = x.node.Installing(ctx, func(ctx context.Context) error {
 		d, err = x.inst.Install(ctx, src, req, progress)

@@ -4,29 +4,34 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/machined/internal/bootmedium"
+	"github.com/cairn-os/cairn/machined/internal/disk/apply"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/events"
 	"github.com/cairn-os/cairn/machined/internal/fsm"
+	"github.com/cairn-os/cairn/machined/internal/modules"
+	"github.com/cairn-os/cairn/machined/internal/proc"
 	"github.com/cairn-os/cairn/machined/internal/sys"
+	"github.com/cairn-os/cairn/machined/internal/verity"
 	"github.com/cairn-os/cairn/machined/internal/workload"
 )
 
 // mediumDir is where an ISO boot medium is mounted when the payload comes from it.
 const mediumDir = "/run/cairn/medium"
 
-// payloadSource finds the node's payload on the boot medium, checks it against the SHA-256 and size the
-// root image records, and mounts it read-only on payload.MountPoint. The root image came with the kernel
-// the boot loader loaded, so the payload mounted is exactly the one built with this machined.
+// payloadSource finds the node's payload on the boot medium and mounts it read-only on
+// payload.MountPoint through dm-verity, checked against the root hash the root image records. The root
+// image came with the kernel the boot loader loaded, so the payload mounted is exactly the one built
+// with this machined.
 //
-// Reading and hashing the payload takes seconds under emulation, so it starts as soon as the node is up
-// (early), on a thread of the lowest priority: a node waiting in maintenance does it in time nobody
-// uses, a missing or wrong medium is in the log before anyone asks for Init, and Init finds the payload
-// mounted. The workload's mount waits for that search, at normal priority, or searches itself.
+// The search starts as soon as the node is up (early), on a thread of the lowest priority: a missing or
+// wrong medium is in the log before anyone asks for Init, and Init finds the payload mounted. The
+// workload's mount waits for that search, at normal priority, or searches itself.
 type payloadSource struct {
 	finder  bootmedium.Finder
 	sumFile string // payload.SumFile
@@ -41,9 +46,15 @@ type payloadSource struct {
 	hurry bool // someone waits for the early search: it runs at normal priority
 }
 
-func newPayloadSource(scanner inventory.Scanner, load func(names ...string), log *slog.Logger) *payloadSource {
+func newPayloadSource(scanner inventory.Scanner, load func(names ...string), starter proc.Starter, log *slog.Logger) *payloadSource {
+	v := verity.Devices{Runner: apply.ExecRunner{Starter: starter}, MapperDir: "/dev/mapper",
+		Prepare: func(context.Context) error {
+			load(modules.Verity...)
+			// veritysetup's lock directory; it warns on every call without it.
+			return os.MkdirAll("/run/cryptsetup", 0o700)
+		}}
 	return &payloadSource{log: log, done: make(chan struct{}), sumFile: payload.SumFile,
-		finder: bootmedium.Finder{Disks: scanner.Scan, Opener: inventory.OSOpener{}, Mounter: sys.Mounter{},
+		finder: bootmedium.Finder{Disks: scanner.Scan, Opener: inventory.OSOpener{}, Mounter: sys.Mounter{}, Verity: v,
 			AttachLoop: sys.AttachLoop, LoadModules: load, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
 }
 
@@ -85,7 +96,7 @@ func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent 
 }
 
 func (p *payloadSource) mount(ctx context.Context) error {
-	want, err := bootmedium.ReadSum(p.sumFile)
+	want, err := bootmedium.ReadRecord(p.sumFile)
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/payload/payloadtest"
 	"github.com/cairn-os/cairn/machined/internal/bootmedium"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/disk/probe"
@@ -31,26 +29,31 @@ func (m *countingMounter) Mount(string, string, string, uintptr, string) error {
 }
 func (m *countingMounter) Unmount(string, bool) error { return nil }
 
+// identityVerity opens every image as itself.
+type identityVerity struct{}
+
+func (identityVerity) OpenImage(_ context.Context, dev, _ string, _ payload.Verity) (string, error) {
+	return dev, nil
+}
+func (identityVerity) Close(context.Context, string) error { return nil }
+
 // testPayloadSource is a payload source over a fake disk list; disks is read at each search.
 func testPayloadSource(t *testing.T, disks *[]inventory.Disk, mu *sync.Mutex) (*payloadSource, *countingMounter, string) {
 	t.Helper()
 	dir := t.TempDir()
-	img := make([]byte, 8192)
-	copy(img, "hsqs")
-	binary.LittleEndian.PutUint64(img[40:], 8000)
+	img, rec := payloadtest.Image(2, "this build")
 	file := filepath.Join(dir, "payload.squashfs")
 	if err := os.WriteFile(file, img, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.Sum256(img)
 	sum := filepath.Join(dir, "payload.sha256")
-	if err := os.WriteFile(sum, []byte(payload.Sum{SHA256: hex.EncodeToString(h[:]), Size: 8192}.String()), 0o644); err != nil {
+	if err := os.WriteFile(sum, []byte(rec.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := &countingMounter{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	p := &payloadSource{log: log, done: make(chan struct{}), sumFile: sum,
-		finder: bootmedium.Finder{Opener: inventory.OSOpener{}, Mounter: m, Log: log,
+		finder: bootmedium.Finder{Opener: inventory.OSOpener{}, Mounter: m, Verity: identityVerity{}, Log: log,
 			Disks: func(context.Context) ([]inventory.Disk, error) {
 				mu.Lock()
 				defer mu.Unlock()

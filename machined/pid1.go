@@ -93,7 +93,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
 	scanner := inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}
 	efi := &efiVars{load: func(names ...string) { mods.load("efivars", func() []string { return names }) }, log: log}
-	pay := newPayloadSource(scanner, func(names ...string) { mods.load("payload medium", func() []string { return names }) }, log)
+	pay := newPayloadSource(scanner, func(names ...string) { mods.load("payload medium", func() []string { return names }) }, reaper.Starter(), log)
 	// A slot's boot entry mounts that slot's payload, even when the other slot holds the same image.
 	pay.finder.Slot = efi.bootedSlot
 	wd := &hardwareWatchdog{}

@@ -12,8 +12,9 @@
 // registers each image with containerd and points its snapshots at these directories.
 //
 // The payload travels beside the boot part, never inside it, so the kernel unpacks only what the first
-// seconds need (see Medium). The boot part records the payload's SHA-256 and size (SumFile in the root
-// image); machined checks the payload against it before mounting it.
+// seconds need (see Medium). The boot part records the payload's dm-verity root hash (SumFile in the root
+// image, a Record); machined mounts the payload through dm-verity, so every block it reads is checked
+// against that root (verity.go).
 //
 // Medium: where a node finds its payload, in the order machined looks.
 //
@@ -43,8 +44,8 @@ const (
 	LayersDir = "images/layers"
 )
 
-// On a node: where the root image says what the payload must hash to, where the ISO carries the payload
-// image, and where machined mounts it.
+// On a node: where the root image records what the payload must be (a Record), where the ISO carries the
+// payload image, and where machined mounts it.
 const (
 	SumFile    = "/usr/share/cairn/payload.sha256"
 	ISOFile    = "payload.squashfs"
@@ -67,10 +68,10 @@ type Sum struct {
 	Size   int64  `json:"size"`
 }
 
-// String is SumFile's content: "HEX SIZE".
+// String is "HEX SIZE", the first half of a Record.
 func (s Sum) String() string { return fmt.Sprintf("%s %d", s.SHA256, s.Size) }
 
-// ParseSum reads SumFile's content.
+// ParseSum reads "HEX SIZE".
 func ParseSum(text string) (Sum, error) {
 	f := strings.Fields(text)
 	if len(f) != 2 {

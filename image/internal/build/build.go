@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/api/config"
-	apipayload "github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/api/upgrade"
 	"github.com/cairn-os/cairn/image/internal/boot"
 	"github.com/cairn-os/cairn/image/internal/initramfs"
@@ -80,7 +79,7 @@ type builder struct {
 	ix         *kmod.Index
 	initMods   []string
 	rootMods   []string
-	payloadSum string // what the root image records (api/payload.Sum); "" without a bundle
+	payloadSum string // what the root image records (api/payload.Record); "" without a bundle
 }
 
 // Run builds every artifact and prints their sizes.
@@ -310,15 +309,11 @@ func (b *builder) payload(ctx context.Context) error {
 		b.logf("[payload] no Kubernetes bundle: %s does not exist (build it first to ship Kubernetes)", b.BundleDir)
 		return nil
 	}
-	sum, err := payload.Pack(ctx, b.payloadConfig(), b.logf)
+	rec, err := payload.Pack(ctx, b.payloadConfig(), b.logf)
 	if err != nil {
 		return err
 	}
-	fi, err := os.Stat(b.out(PayloadImage))
-	if err != nil {
-		return err
-	}
-	b.payloadSum = apipayload.Sum{SHA256: sum, Size: fi.Size()}.String()
+	b.payloadSum = rec.String()
 	return nil
 }
 
@@ -347,12 +342,12 @@ func (b *builder) importPayload() error {
 			return err
 		}
 	}
-	sum, err := upgrade.FileSum(dst)
+	rec, err := payload.ReadRecord(dst)
 	if err != nil {
-		return err
+		return fmt.Errorf("-payload-image: %w", err)
 	}
-	b.payloadSum = sum.String()
-	b.logf("[payload] using %s (%s)", b.PayloadImage, human(sum.Size))
+	b.payloadSum = rec.String()
+	b.logf("[payload] using %s (%s)", b.PayloadImage, human(rec.Size))
 	return nil
 }
 

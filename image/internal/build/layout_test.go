@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/payload/payloadtest"
 	"github.com/cairn-os/cairn/api/upgrade"
 	"github.com/cairn-os/cairn/image/internal/initramfs"
 )
@@ -155,21 +156,18 @@ func TestUpgradeBundle(t *testing.T) {
 // stamp goes, so a later build from the bundle packs again instead of trusting the imported image.
 func TestImportPayload(t *testing.T) {
 	other, out := t.TempDir(), t.TempDir()
-	src := writeTestFile(t, filepath.Join(other, PayloadImage), "another build's payload")
+	img, want := payloadtest.Image(3, "another build's payload")
+	src := writeTestFile(t, filepath.Join(other, PayloadImage), string(img))
 	writeTestFile(t, filepath.Join(out, PayloadImage), "this build's old payload")
 	writeTestFile(t, filepath.Join(out, PayloadImage+".stamp"), "tree hash")
 	b := &builder{Config: Config{Out: out, PayloadImage: src}}
 	if err := b.payload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	want, err := upgrade.FileSum(src)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if b.payloadSum != want.String() {
 		t.Errorf("payloadSum = %q, want %q", b.payloadSum, want)
 	}
-	if got, err := os.ReadFile(b.payloadImage()); err != nil || string(got) != "another build's payload" {
+	if got, err := os.ReadFile(b.payloadImage()); err != nil || string(got) != string(img) {
 		t.Errorf("%s = %q, %v; want the imported image", b.payloadImage(), got, err)
 	}
 	if _, err := os.Stat(filepath.Join(out, PayloadImage+".stamp")); !os.IsNotExist(err) {

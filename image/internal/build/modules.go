@@ -54,6 +54,8 @@ var RootfsModules = []string{
 	"tpm_tis", "tpm_crb",
 	// An encrypted STATE (machined/internal/modules.Encryption).
 	"dm_mod", "dm_crypt", "ecb", "xts", "af_alg", "algif_skcipher",
+	// The payload, read through dm-verity (machined/internal/modules.Verity).
+	"dm_verity",
 }
 
 // ModuleNames are the names of the modules an image built with the kernel under root ships: InitModules

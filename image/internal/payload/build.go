@@ -1,8 +1,8 @@
 // Package payload builds the Kubernetes payload (api/payload describes its layout) from the bundle: the
 // host binaries and CNI plugins as they are, and every image of the bundle's images.tar with its layers
 // unpacked once, so a node registers its images with containerd at boot instead of importing them. The
-// tree is kept as a directory (sandbox mode runs from it) and packed into one zstd-compressed squashfs,
-// whose SHA-256 the boot part records.
+// tree is kept as a directory (sandbox mode runs from it) and packed into one zstd-compressed squashfs
+// with a dm-verity hash tree after it, whose root hash the boot part records.
 package payload
 
 import (
@@ -69,26 +69,26 @@ func Stage(c Config, logf func(string, ...any)) error {
 	return os.WriteFile(stamp, []byte(inputs+"\n"), 0o644)
 }
 
-// Pack packs the tree (Stage first) into Image, unless it was packed from the same tree, and returns
-// Image's SHA-256.
-func Pack(ctx context.Context, c Config, logf func(string, ...any)) (string, error) {
+// Pack packs the tree (Stage first) into Image with its dm-verity tree appended (verity.go), unless it
+// was packed from the same tree, and returns what the root image records for it.
+func Pack(ctx context.Context, c Config, logf func(string, ...any)) (payload.Record, error) {
 	if err := Stage(c, logf); err != nil {
-		return "", err
+		return payload.Record{}, err
 	}
 	tree, err := os.ReadFile(c.Dir + ".stamp")
 	if err != nil {
-		return "", err
+		return payload.Record{}, err
 	}
 	stamp := c.Image + ".stamp"
 	if old, err := os.ReadFile(stamp); err == nil && string(old) == string(tree) {
-		if sum, err := fileSHA256(c.Image); err == nil {
+		if rec, err := ReadRecord(c.Image); err == nil {
 			logf("[payload] image up to date")
-			return sum, nil
+			return rec, nil
 		}
 	}
 	for _, p := range []string{stamp, c.Image} {
 		if err := os.RemoveAll(p); err != nil {
-			return "", err
+			return payload.Record{}, err
 		}
 	}
 	logf("[payload] packing %s (zstd; a minute or two)", c.Image)
@@ -96,13 +96,43 @@ func Pack(ctx context.Context, c Config, logf func(string, ...any)) (string, err
 	args := append([]string{c.Dir, c.Image, "-noappend", "-reproducible", "-exit-on-error",
 		"-mkfs-time", e, "-all-time", e, "-quiet", "-no-progress"}, mksquashfsArgs...)
 	if out, err := exec.CommandContext(ctx, "mksquashfs", args...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("mksquashfs %s: %w: %s", c.Image, err, out)
+		return payload.Record{}, fmt.Errorf("mksquashfs %s: %w: %s", c.Image, err, out)
 	}
 	sum, err := fileSHA256(c.Image)
 	if err != nil {
-		return "", err
+		return payload.Record{}, err
 	}
-	return sum, os.WriteFile(stamp, tree, 0o644)
+	if _, err := appendVerity(ctx, c.Image, sum); err != nil {
+		return payload.Record{}, err
+	}
+	rec, err := ReadRecord(c.Image)
+	if err != nil {
+		return payload.Record{}, err
+	}
+	return rec, os.WriteFile(stamp, tree, 0o644)
+}
+
+// ReadRecord is what the root image records for a payload image made by Pack: the file's SHA-256 and
+// size, and the root hash of the dm-verity tree it carries.
+func ReadRecord(image string) (payload.Record, error) {
+	sum, err := fileSHA256(image)
+	if err != nil {
+		return payload.Record{}, err
+	}
+	f, err := os.Open(image)
+	if err != nil {
+		return payload.Record{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return payload.Record{}, err
+	}
+	v, err := payload.ReadVerity(f)
+	if err != nil {
+		return payload.Record{}, fmt.Errorf("payload image %s: %w", image, err)
+	}
+	return payload.Record{Sum: payload.Sum{SHA256: sum, Size: fi.Size()}, Verity: v}, nil
 }
 
 // stage lays out the payload tree in c.Dir.

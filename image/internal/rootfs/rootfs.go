@@ -9,7 +9,7 @@
 //	/usr/lib/modules/VERSION the shipped modules, their modules.dep and modules.builtin for kmodule,
 //	                         modules.alias (device modaliases of the shipped modules), and
 //	                         cairn.load: every shipped module in load order
-//	/usr/share/cairn/payload.sha256   the Kubernetes payload image's SHA-256 and size (api/payload)
+//	/usr/share/cairn/payload.sha256   the Kubernetes payload image's SHA-256, size and dm-verity root (api/payload)
 //	/etc                     os-release, mke2fs.conf; machined lays a writable overlay on it
 //	MountPoints              empty directories machined mounts over
 package rootfs
@@ -42,7 +42,7 @@ type Config struct {
 	Modules       []string // module paths relative to ModulesDir, in load order
 	DepFile       []byte   // modules.dep for Modules
 	AliasFile     []byte   // modules.alias lines of Modules
-	PayloadSum    string   // what the payload image must be (api/payload.Sum); "" for an image without Kubernetes
+	PayloadSum    string   // what the payload image must be (api/payload.Record); "" for an image without Kubernetes
 	Tools         []string // host executables to ship in /usr/sbin, with their libraries
 	HostRoot      string   // "/" normally; where Tools and their libraries are looked up
 	HostFiles     map[string]string

@@ -12,13 +12,14 @@ import (
 
 // DefaultTools are the host programs the node runs: the filesystem tools machined uses to format, check
 // and grow its disks (mkfs.fat: the EFI system partition of a disk it installs onto), cryptsetup (an
-// encrypted STATE, machined/internal/disk/crypt), and iptables (nft backend), which the CNI bridge and
+// encrypted STATE, machined/internal/disk/crypt), veritysetup (the payload through dm-verity,
+// machined/internal/verity; it shares cryptsetup's libraries), and iptables (nft backend), which the CNI bridge and
 // portmap plugins run for masquerading and host ports.
 var DefaultTools = []string{
 	"/usr/sbin/mkfs.xfs", "/usr/sbin/xfs_repair", "/usr/sbin/xfs_growfs",
 	"/usr/sbin/mke2fs", "/usr/sbin/e2fsck", "/usr/sbin/resize2fs", "/usr/sbin/tune2fs",
 	"/usr/sbin/mkfs.fat",
-	"/usr/sbin/cryptsetup",
+	"/usr/sbin/cryptsetup", "/usr/sbin/veritysetup",
 	"/usr/sbin/xtables-nft-multi",
 }
 

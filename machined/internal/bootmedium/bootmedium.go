@@ -1,24 +1,22 @@
-// Package bootmedium finds the Kubernetes payload on the medium the node booted from, checks it against
-// the SHA-256 and size the root image records, and mounts it read-only.
+// Package bootmedium finds the Kubernetes payload on the medium the node booted from and mounts it
+// read-only through dm-verity, checked against the root hash the root image records.
 //
 // The payload travels beside the boot part rather than inside the initramfs, so the kernel unpacks only
 // what the first seconds need (api/payload's Medium lists where it can be). Nothing here writes to a
 // disk: a medium is opened read-only and mounted read-only.
 //
-// The check is a whole-image SHA-256, read once before the mount. It guards against the wrong or a
-// damaged medium (another version's payload, a truncated copy); it does not guard against a medium
-// rewritten after the check, which only a per-block check at read time (dm-verity) would.
+// A candidate is first read in three places (its squashfs superblock, the dm-verity superblock and the
+// top of the tree after it): one of another build, or a copy cut short, is refused there, by what it is.
+// The one that matches is mounted through dm-verity, which checks each block as it is read for as long
+// as the payload is mounted: nothing is hashed in advance, and a block changed on the medium later fails
+// its read instead of reaching a process.
 package bootmedium
 
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,6 +29,7 @@ import (
 	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/disk/probe"
+	"github.com/cairn-os/cairn/machined/internal/verity"
 )
 
 // isoLabel is the volume ID of Cairn's ISO (image/internal/boot).
@@ -42,6 +41,15 @@ type Mounter interface {
 	Unmount(target string, detach bool) error
 }
 
+// Verity opens an image through dm-verity (verity.Devices).
+type Verity interface {
+	OpenImage(ctx context.Context, dev, name string, v payload.Verity) (string, error)
+	Close(ctx context.Context, name string) error
+}
+
+// MapperName is the payload's device-mapper device: /dev/mapper/cairn-payload.
+const MapperName = "cairn-payload"
+
 // Finder looks for the payload on the node's disks.
 type Finder struct {
 	// Disks lists the node's block devices (inventory.Scanner.Scan).
@@ -49,6 +57,7 @@ type Finder struct {
 	// Opener opens a device or a file read-only, to check it.
 	Opener  inventory.Opener
 	Mounter Mounter
+	Verity  Verity
 	// AttachLoop binds a file to a loop device, read-only: the ISO carries the payload as a file.
 	AttachLoop func(file string) (device string, err error)
 	// MediumDir is where an ISO medium is mounted (and stays mounted while the payload is in use).
@@ -117,9 +126,9 @@ func candidates(disks []inventory.Disk, first string) []candidate {
 	return append(append(slots, whole...), isos...)
 }
 
-// Mount finds the payload that matches want and mounts it read-only on target. The error of a search
+// Mount finds the payload that matches want and mounts it read-only, through dm-verity, on target. The error of a search
 // that found nothing names every place tried and why each was not it.
-func (f Finder) Mount(ctx context.Context, want payload.Sum, target string) error {
+func (f Finder) Mount(ctx context.Context, want payload.Record, target string) error {
 	deadline := time.Now().Add(f.Wait)
 	for logged := false; ; logged = true {
 		err := f.search(ctx, want, target)
@@ -138,7 +147,7 @@ func (f Finder) Mount(ctx context.Context, want payload.Sum, target string) erro
 }
 
 // search looks once.
-func (f Finder) search(ctx context.Context, want payload.Sum, target string) error {
+func (f Finder) search(ctx context.Context, want payload.Record, target string) error {
 	disks, err := f.Disks(ctx)
 	if err != nil {
 		return fmt.Errorf("payload: list the disks: %w", err)
@@ -160,37 +169,51 @@ func (f Finder) search(ctx context.Context, want payload.Sum, target string) err
 			return err
 		}
 		if ok {
-			f.Log.Info("payload found", "on", c.what, "sha256", want.SHA256, "checked in", time.Since(start).Round(time.Millisecond))
+			f.Log.Info("payload found", "on", c.what, "dm-verity root hash", want.Verity.RootHash, "opened in", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
 		tried = append(tried, c.what+": "+why)
 	}
-	return fmt.Errorf("%w: no boot medium holds the payload this root image was built with (SHA-256 %s, %d bytes); tried %s",
-		errNotFound, want.SHA256, want.Size, strings.Join(tried, "; "))
+	return fmt.Errorf("%w: no boot medium holds the payload this root image was built with (dm-verity root hash %s, %d bytes); tried %s",
+		errNotFound, want.Verity.RootHash, want.Size, strings.Join(tried, "; "))
 }
 
 // try checks one candidate and mounts it when it matches. why says why a candidate is not the payload;
-// err is for what stops the search (the context, or a matching payload that does not mount).
-func (f Finder) try(ctx context.Context, c candidate, want payload.Sum, target string) (ok bool, why string, err error) {
+// err is for what stops the search (the context, or a matching payload that does not open or mount).
+func (f Finder) try(ctx context.Context, c candidate, want payload.Record, target string) (ok bool, why string, err error) {
 	dev := c.path
+	// undo unmounts the ISO medium of a candidate that turned out not to be the payload.
+	undo := func() {}
 	if c.iso {
 		file, why, err := f.openISO(c.path)
 		if err != nil || why != "" {
 			return false, why, err
 		}
-		if why, err := f.check(ctx, file, want); err != nil || why != "" {
-			_ = f.Mounter.Unmount(f.MediumDir, false)
-			return false, why, err
+		undo = func() { _ = f.Mounter.Unmount(f.MediumDir, false) }
+		if why := f.check(file, want); why != "" {
+			undo()
+			return false, why, nil
 		}
 		if dev, err = f.AttachLoop(file); err != nil {
-			_ = f.Mounter.Unmount(f.MediumDir, false)
+			undo()
 			return false, "", fmt.Errorf("payload: attach %s to a loop device: %w", file, err)
 		}
-	} else if why, err := f.check(ctx, dev, want); err != nil || why != "" {
-		return false, why, err
+	} else if why := f.check(dev, want); why != "" {
+		return false, why, nil
 	}
-	if err := f.Mounter.Mount(dev, target, "squashfs", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
-		return false, "", fmt.Errorf("payload: mount %s on %s: %w", c.what, target, err)
+	mapped, err := f.Verity.OpenImage(ctx, dev, MapperName, want.Verity)
+	if errors.Is(err, verity.ErrMismatch) {
+		undo()
+		return false, err.Error() + ": a damaged copy", nil
+	}
+	if err != nil {
+		undo()
+		return false, "", fmt.Errorf("payload: %s: %w", c.what, err)
+	}
+	if err := f.Mounter.Mount(mapped, target, "squashfs", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
+		_ = f.Verity.Close(ctx, MapperName)
+		undo()
+		return false, "", fmt.Errorf("payload: mount %s (%s through dm-verity) on %s: %w", mapped, c.what, target, err)
 	}
 	return true, "", nil
 }
@@ -214,63 +237,40 @@ func (f Finder) openISO(dev string) (file, why string, err error) {
 	return file, "", nil
 }
 
-// check reads the squashfs superblock for a cheap size test first (a candidate of another size is
-// another payload: no need to hash it), then hashes want.Size bytes from the start.
-func (f Finder) check(ctx context.Context, path string, want payload.Sum) (why string, err error) {
+// check reads the candidate in three places: the squashfs and dm-verity superblocks and the top of the
+// tree, whose hash must be the recorded root (another build's payload has another), and the last byte
+// of the image (a copy cut short has none). It returns why the candidate is not the payload, "" when it
+// may be; dm-verity decides the rest as the blocks are read.
+func (f Finder) check(path string, want payload.Record) (why string) {
 	r, err := f.Opener.Open(path)
 	if err != nil {
-		return "cannot be read: " + err.Error(), nil
+		return "cannot be read: " + err.Error()
 	}
 	defer r.Close()
-	sb := make([]byte, 48)
-	if _, err := r.ReadAt(sb, 0); err != nil {
-		return "cannot be read: " + err.Error(), nil
+	got, err := payload.ReadVerity(r)
+	if err != nil {
+		return "holds no Cairn payload: " + err.Error()
 	}
-	if string(sb[:4]) != "hsqs" {
-		return "holds no squashfs image", nil
+	if got != want.Verity {
+		return fmt.Sprintf("holds another build's payload (dm-verity root hash %s over %d bytes)", got.RootHash, got.DataSize)
 	}
-	// bytes_used (offset 40); mksquashfs pads the image to 4 KiB, and the recorded size is the padded one.
-	if n := int64(binary.LittleEndian.Uint64(sb[40:])+4095) &^ 4095; n != want.Size {
-		return fmt.Sprintf("holds a squashfs image of %d bytes, not %d", n, want.Size), nil
+	if _, err := r.ReadAt(make([]byte, 1), want.Size-1); err != nil {
+		return fmt.Sprintf("is cut short: its last byte, at %d, cannot be read: %v", want.Size-1, err)
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, ctxReader{ctx, io.NewSectionReader(r, 0, want.Size)})
-	if cerr := ctx.Err(); cerr != nil {
-		return "", cerr
-	}
-	if err != nil || n != want.Size {
-		return fmt.Sprintf("cannot be read to its end (%d of %d bytes): %v", n, want.Size, err), nil
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want.SHA256 {
-		return "has SHA-256 " + got, nil
-	}
-	return "", nil
+	return ""
 }
 
-// ctxReader stops a long read when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
-// ErrNoPayload is ReadSum's error for an image built without Kubernetes.
+// ErrNoPayload is ReadRecord's error for an image built without Kubernetes.
 var ErrNoPayload = errors.New("this image carries no Kubernetes payload")
 
-// ReadSum reads what the root image records for the payload (payload.SumFile).
-func ReadSum(file string) (payload.Sum, error) {
+// ReadRecord reads what the root image records for the payload (payload.SumFile).
+func ReadRecord(file string) (payload.Record, error) {
 	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return payload.Sum{}, fmt.Errorf("payload: %w (%s is missing): it runs the maintenance API only", ErrNoPayload, file)
+		return payload.Record{}, fmt.Errorf("payload: %w (%s is missing): it runs the maintenance API only", ErrNoPayload, file)
 	}
 	if err != nil {
-		return payload.Sum{}, fmt.Errorf("payload: %w", err)
+		return payload.Record{}, fmt.Errorf("payload: %w", err)
 	}
-	return payload.ParseSum(string(b))
+	return payload.ParseRecord(string(b))
 }

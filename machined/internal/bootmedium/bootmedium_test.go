@@ -2,9 +2,6 @@ package bootmedium
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,24 +14,42 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/payload/payloadtest"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/disk/probe"
+	"github.com/cairn-os/cairn/machined/internal/verity"
 )
 
-// squashfsImage is a file that passes for a squashfs image of blocks 4 KiB blocks: the magic, bytes_used
-// and a body that differs with seed.
-func squashfsImage(t *testing.T, dir, name, seed string, blocks int) (string, payload.Sum) {
+// squashfsImage is a file laid out as a payload image of blocks data blocks (payloadtest), whose root
+// hash differs with seed.
+func squashfsImage(t *testing.T, dir, name, seed string, blocks int) (string, payload.Record) {
 	t.Helper()
-	b := make([]byte, blocks*4096)
-	copy(b, "hsqs")
-	binary.LittleEndian.PutUint64(b[40:], uint64(len(b)-100)) // padded to 4 KiB by mksquashfs
-	copy(b[96:], seed)
+	b, rec := payloadtest.Image(blocks, seed)
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.Sum256(b)
-	return p, payload.Sum{SHA256: hex.EncodeToString(h[:]), Size: int64(len(b))}
+	return p, rec
+}
+
+// fakeVerity stands for dm-verity: it opens a device as itself, or refuses it as the kernel refuses an
+// image whose first block does not match when the device is in refuse.
+type fakeVerity struct {
+	calls  *[]string
+	refuse map[string]bool
+}
+
+func (v fakeVerity) OpenImage(_ context.Context, dev, name string, want payload.Verity) (string, error) {
+	*v.calls = append(*v.calls, fmt.Sprintf("verity %s %s %d", dev, name, want.DataSize))
+	if v.refuse[dev] {
+		return "", fmt.Errorf("%s: %w (root hash %s): input/output error", dev, verity.ErrMismatch, want.RootHash)
+	}
+	return dev, nil
+}
+
+func (v fakeVerity) Close(_ context.Context, name string) error {
+	*v.calls = append(*v.calls, "verity close "+name)
+	return nil
 }
 
 // fakeMounter records mounts; mounting the ISO device makes isoFile appear on the medium directory.
@@ -42,7 +57,8 @@ type fakeMounter struct {
 	t       *testing.T
 	calls   []string
 	isoDev  string
-	isoFile string // copied to MediumDir/payload.ISOFile when isoDev is mounted; "" for an ISO without it
+	isoFile string          // copied to MediumDir/payload.ISOFile when isoDev is mounted; "" for an ISO without it
+	refuse  map[string]bool // devices whose first block dm-verity refuses
 }
 
 func (m *fakeMounter) Mount(source, target, fstype string, _ uintptr, _ string) error {
@@ -79,6 +95,7 @@ func finder(t *testing.T, m *fakeMounter, scans ...[]inventory.Disk) Finder {
 		},
 		Opener:  inventory.OSOpener{},
 		Mounter: m,
+		Verity:  fakeVerity{calls: &m.calls, refuse: m.refuse},
 		AttachLoop: func(file string) (string, error) {
 			m.calls = append(m.calls, "losetup "+file)
 			return "/dev/loop1", nil
@@ -93,9 +110,16 @@ func squashfsSig() []probe.Signature { return []probe.Signature{{Type: probe.Typ
 func TestMount(t *testing.T) {
 	dir := t.TempDir()
 	good, want := squashfsImage(t, dir, "a", "this build", 4)
-	other, _ := squashfsImage(t, dir, "b", "another build", 4)
-	smaller, _ := squashfsImage(t, dir, "c", "this build", 2)
+	other, otherRec := squashfsImage(t, dir, "b", "another build", 4)
 	if b, err := os.ReadFile(good); err != nil || os.WriteFile(good+"-copy", b, 0o644) != nil {
+		t.Fatal(err)
+	}
+	damaged := good + "-damaged" // the same tree, a block of data changed: only dm-verity can tell
+	if b, err := os.ReadFile(good); err != nil || os.WriteFile(damaged, b, 0o644) != nil {
+		t.Fatal(err)
+	}
+	short := good + "-short"
+	if b, err := os.ReadFile(good); err != nil || os.WriteFile(short, b[:len(b)-1], 0o644) != nil {
 		t.Fatal(err)
 	}
 	junk := filepath.Join(dir, "junk")
@@ -109,6 +133,7 @@ func TestMount(t *testing.T) {
 			{Number: 2, Path: a, Label: payload.PartitionLabel(payload.SlotA)},
 		}}
 	}
+	verity := func(dev string) string { return fmt.Sprintf("verity %s cairn-payload %d", dev, want.Verity.DataSize) }
 	iso := inventory.Disk{Name: "sr0", Path: "/dev/sr0", Signatures: []probe.Signature{{Type: probe.TypeISO9660, Label: "CAIRN"}}}
 	for _, tc := range []struct {
 		name    string
@@ -118,44 +143,47 @@ func TestMount(t *testing.T) {
 		want    []string // the mounts, in order
 		err     string   // a substring of the error
 	}{
-		{name: "the raw disk: slot A is tried first and mounted",
+		{name: "the raw disk: slot A is tried first and mounted through dm-verity",
 			disks: []inventory.Disk{rawDisk(good, other)},
-			want:  []string{"mount " + good + " /target squashfs"}},
+			want:  []string{verity(good), "mount " + good + " /target squashfs"}},
 		{name: "slot A holds another build: slot B, same size, is it",
 			disks: []inventory.Disk{rawDisk(other, good)},
-			want:  []string{"mount " + good + " /target squashfs"}},
+			want:  []string{verity(good), "mount " + good + " /target squashfs"}},
 		{name: "both slots hold this build: the booted slot's is mounted, not the one an upgrade writes",
 			disks: []inventory.Disk{rawDisk(good, good+"-copy")}, booted: payload.SlotB,
-			want: []string{"mount " + good + "-copy /target squashfs"}},
+			want: []string{verity(good + "-copy"), "mount " + good + "-copy /target squashfs"}},
 		{name: "vmlinux: a whole disk holding the image",
 			disks: []inventory.Disk{{Name: "vdb", Path: good, Signatures: squashfsSig()}},
-			want:  []string{"mount " + good + " /target squashfs"}},
+			want:  []string{verity(good), "mount " + good + " /target squashfs"}},
 		{name: "loop devices are the node's own and never tried",
 			disks: []inventory.Disk{{Name: "loop0", Path: good, Signatures: squashfsSig()}},
 			err:   "no boot medium carries one among 1 disks"},
-		{name: "the ISO: mounted, its file checked, attached and mounted",
+		{name: "the ISO: mounted, its file checked, attached and mounted through dm-verity",
 			disks: []inventory.Disk{iso}, isoFile: good,
-			want: []string{"mount /dev/sr0 MEDIUM iso9660", "losetup MEDIUM/payload.squashfs", "mount /dev/loop1 /target squashfs"}},
+			want: []string{"mount /dev/sr0 MEDIUM iso9660", "losetup MEDIUM/payload.squashfs", verity("/dev/loop1"), "mount /dev/loop1 /target squashfs"}},
 		{name: "an ISO without the payload is unmounted again",
 			disks: []inventory.Disk{iso},
 			want:  []string{"mount /dev/sr0 MEDIUM iso9660", "unmount MEDIUM"},
 			err:   "/dev/sr0 (the ISO 9660 medium CAIRN): has no payload.squashfs"},
-		{name: "an ISO with another build's payload is unmounted again",
+		{name: "an ISO with another build's payload is unmounted again, named by its tree",
 			disks: []inventory.Disk{iso}, isoFile: other,
 			want: []string{"mount /dev/sr0 MEDIUM iso9660", "unmount MEDIUM"},
-			err:  "(the ISO 9660 medium CAIRN): has SHA-256"},
-		{name: "a payload of another size is named with its size",
-			disks: []inventory.Disk{{Name: "vdb", Path: smaller, Signatures: squashfsSig()}},
-			err:   fmt.Sprintf("holds a squashfs image of 8192 bytes, not %d", want.Size)},
+			err:  "(the ISO 9660 medium CAIRN): holds another build's payload (dm-verity root hash " + otherRec.Verity.RootHash},
+		{name: "a copy whose first block dm-verity refuses is not mounted; the next candidate is",
+			disks: []inventory.Disk{rawDisk(damaged, good)},
+			want:  []string{verity(damaged), verity(good), "mount " + good + " /target squashfs"}},
+		{name: "a copy cut short",
+			disks: []inventory.Disk{{Name: "vdb", Path: short, Signatures: squashfsSig()}},
+			err:   fmt.Sprintf("is cut short: its last byte, at %d, cannot be read", want.Size-1)},
 		{name: "a slot that holds no squashfs",
 			disks: []inventory.Disk{rawDisk(junk, junk)},
-			err:   "(partition CAIRN-PAYLOAD-A): holds no squashfs image; "},
+			err:   "(partition CAIRN-PAYLOAD-A): holds no Cairn payload: no squashfs image at its start; "},
 		{name: "no medium at all says what was looked for",
 			disks: []inventory.Disk{{Name: "vdb", Path: "/dev/vdb"}},
 			err:   "attach payload.squashfs as a read-only disk"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &fakeMounter{t: t, isoDev: "/dev/sr0", isoFile: tc.isoFile}
+			m := &fakeMounter{t: t, isoDev: "/dev/sr0", isoFile: tc.isoFile, refuse: map[string]bool{damaged: true}}
 			f := finder(t, m, tc.disks)
 			f.Slot = func() string { return tc.booted }
 			err := f.Mount(context.Background(), want, "/target")
@@ -176,6 +204,17 @@ func TestMount(t *testing.T) {
 	}
 }
 
+// A search that ends with a refused copy names dm-verity's refusal.
+func TestMountNamesARefusedCopy(t *testing.T) {
+	good, want := squashfsImage(t, t.TempDir(), "a", "this build", 2)
+	m := &fakeMounter{t: t, refuse: map[string]bool{good: true}}
+	f := finder(t, m, []inventory.Disk{{Name: "vdb", Path: good, Signatures: squashfsSig()}})
+	err := f.Mount(context.Background(), want, "/target")
+	if err == nil || !strings.Contains(err.Error(), "dm-verity refused its first block") || !strings.Contains(err.Error(), "a damaged copy") {
+		t.Errorf("Mount() = %v, want dm-verity's refusal named", err)
+	}
+}
+
 // A USB stick shows up seconds after its driver: a search that found nothing is repeated until Wait.
 func TestMountWaitsForTheMedium(t *testing.T) {
 	good, want := squashfsImage(t, t.TempDir(), "a", "this build", 2)
@@ -191,24 +230,24 @@ func TestMountWaitsForTheMedium(t *testing.T) {
 	}
 }
 
-func TestReadSum(t *testing.T) {
+func TestReadRecord(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := ReadSum(filepath.Join(dir, "none")); err == nil || !strings.Contains(err.Error(), "carries no Kubernetes payload") {
-		t.Errorf("ReadSum(missing) = %v, want the image named as one without a payload", err)
+	if _, err := ReadRecord(filepath.Join(dir, "none")); err == nil || !strings.Contains(err.Error(), "carries no Kubernetes payload") {
+		t.Errorf("ReadRecord(missing) = %v, want the image named as one without a payload", err)
 	}
 	p := filepath.Join(dir, "sum")
-	sum := payload.Sum{SHA256: strings.Repeat("ab", 32), Size: 4096}
-	if err := os.WriteFile(p, []byte(sum.String()+"\n"), 0o644); err != nil {
+	_, rec := payloadtest.Image(2, "a")
+	if err := os.WriteFile(p, []byte(rec.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadSum(p)
-	if err != nil || got != sum {
-		t.Errorf("ReadSum() = %v, %v, want %v", got, err, sum)
+	got, err := ReadRecord(p)
+	if err != nil || got != rec {
+		t.Errorf("ReadRecord() = %v, %v, want %v", got, err, rec)
 	}
-	if err := os.WriteFile(p, []byte(sum.SHA256+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(rec.Sum.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSum(p); err == nil || !strings.Contains(err.Error(), `want "SHA256 SIZE"`) {
-		t.Errorf("ReadSum(an old sum without a size) = %v, want the format named", err)
+	if _, err := ReadRecord(p); err == nil || !strings.Contains(err.Error(), `want "SHA256 SIZE ROOTHASH DATASIZE"`) {
+		t.Errorf("ReadRecord(a sum without a dm-verity root) = %v, want the format named", err)
 	}
 }

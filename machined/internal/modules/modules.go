@@ -49,6 +49,11 @@ var Filesystems = []string{"crc32c_generic", "crc32c_intel", "xfs", "ext4", "vfa
 // The kernel's requests for xts and ecb go to a modprobe that does not exist, so they are listed.
 var Encryption = []string{"dm_mod", "dm_crypt", "ecb", "xts", "af_alg", "algif_skcipher", "tpm_tis", "tpm_crb"}
 
+// Verity reads the payload through dm-verity (machined/internal/verity): its hash is SHA-256, which
+// Debian's kernel builds in. dm_verity's own dependencies (dm_bufio, reed_solomon for its error
+// correction) come with it.
+var Verity = []string{"dm_mod", "dm_verity"}
+
 // ListName is the builder's list of shipped modules, in load order, in /lib/modules/RELEASE.
 const ListName = "cairn.load"
 

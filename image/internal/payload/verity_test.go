@@ -1,0 +1,104 @@
+package payload
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// needTools skips a test when the image build's tools are not installed (hack/deps.sh image has them).
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (hack/deps.sh image)", tool)
+		}
+	}
+}
+
+// squashfs packs a small tree as Pack does and returns the image's path.
+func squashfs(t *testing.T, dir string) string {
+	t.Helper()
+	tree := filepath.Join(dir, "tree")
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// 1.2 MB that does not compress: about 300 data blocks, a tree of two levels.
+	noise := make([]byte, 1200_000)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(noise)
+	if err := os.WriteFile(filepath.Join(tree, "kube"), noise, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, "payload.squashfs")
+	args := append([]string{tree, img, "-noappend", "-reproducible", "-mkfs-time", "0", "-all-time", "0", "-quiet", "-no-progress"}, mksquashfsArgs...)
+	if out, err := exec.Command("mksquashfs", args...).CombinedOutput(); err != nil {
+		t.Fatalf("mksquashfs: %v: %s", err, out)
+	}
+	return img
+}
+
+// The tree appended is veritysetup's own, its root is what the node computes from the image, and the
+// same image always gets the same tree.
+func TestAppendVerity(t *testing.T) {
+	needTools(t, "mksquashfs", "veritysetup")
+	dir := t.TempDir()
+	img := squashfs(t, dir)
+	before, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := fileSHA256(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := appendVerity(t.Context(), img, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.DataSize != int64(len(before)) || !bytes.Equal(after[:len(before)], before) {
+		t.Fatalf("appendVerity changed the squashfs image, or DataSize %d is not its %d bytes", v.DataSize, len(before))
+	}
+	// veritysetup checks the whole image against the root in user space, as dm-verity does block by block.
+	verify := func(file string) error {
+		out, err := exec.Command("veritysetup", "verify", file, file, v.RootHash, "--hash-offset="+strconv.FormatInt(v.DataSize, 10)).CombinedOutput()
+		if err != nil {
+			return &exec.ExitError{Stderr: out}
+		}
+		return nil
+	}
+	if err := verify(img); err != nil {
+		t.Errorf("veritysetup verify with the root appendVerity returned: %s", err.(*exec.ExitError).Stderr)
+	}
+	damaged := filepath.Join(dir, "damaged")
+	bad := bytes.Clone(after)
+	bad[len(before)/2] ^= 0xff
+	if err := os.WriteFile(damaged, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(damaged); err == nil {
+		t.Error("veritysetup verify passed an image with a changed data block")
+	}
+	// The same squashfs image again: the same tree, byte for byte (make repro-check compares images).
+	if err := os.WriteFile(img, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := appendVerity(t.Context(), img, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2 != v || !bytes.Equal(again, after) {
+		t.Errorf("a second appendVerity of the same image made another tree (root %s, then %s)", v.RootHash, v2.RootHash)
+	}
+}
