@@ -204,7 +204,7 @@ func (f Finder) try(ctx context.Context, c candidate, want payload.Record, targe
 	mapped, err := f.Verity.OpenImage(ctx, dev, MapperName, want.Verity)
 	if errors.Is(err, verity.ErrMismatch) {
 		undo()
-		return false, err.Error() + ": a damaged copy", nil
+		return false, err.Error() + ": the copy is damaged, or was changed", nil
 	}
 	if err != nil {
 		undo()

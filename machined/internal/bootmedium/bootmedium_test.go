@@ -210,7 +210,7 @@ func TestMountNamesARefusedCopy(t *testing.T) {
 	m := &fakeMounter{t: t, refuse: map[string]bool{good: true}}
 	f := finder(t, m, []inventory.Disk{{Name: "vdb", Path: good, Signatures: squashfsSig()}})
 	err := f.Mount(context.Background(), want, "/target")
-	if err == nil || !strings.Contains(err.Error(), "dm-verity refused its first block") || !strings.Contains(err.Error(), "a damaged copy") {
+	if err == nil || !strings.Contains(err.Error(), "dm-verity refused its first block") || !strings.Contains(err.Error(), "the copy is damaged, or was changed") {
 		t.Errorf("Mount() = %v, want dm-verity's refusal named", err)
 	}
 }
