@@ -126,8 +126,8 @@ func candidates(disks []inventory.Disk, first string) []candidate {
 	return append(append(slots, whole...), isos...)
 }
 
-// Mount finds the payload that matches want and mounts it read-only, through dm-verity, on target. The error of a search
-// that found nothing names every place tried and why each was not it.
+// Mount finds the payload that matches want and mounts it read-only, through dm-verity, on target. The
+// error of a search that found nothing names every place tried and why each was not it.
 func (f Finder) Mount(ctx context.Context, want payload.Record, target string) error {
 	deadline := time.Now().Add(f.Wait)
 	for logged := false; ; logged = true {
