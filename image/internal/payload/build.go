@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/api/upgrade"
 )
 
 // HostBinaries are the bundle's programs that run on the node itself; the others (kube, etcd, ...) run
@@ -115,7 +116,7 @@ func Pack(ctx context.Context, c Config, logf func(string, ...any)) (payload.Rec
 // ReadRecord is what the root image records for a payload image made by Pack: the file's SHA-256 and
 // size, and the root hash of the dm-verity tree it carries.
 func ReadRecord(image string) (payload.Record, error) {
-	sum, err := fileSHA256(image)
+	sum, err := upgrade.FileSum(image)
 	if err != nil {
 		return payload.Record{}, err
 	}
@@ -124,15 +125,11 @@ func ReadRecord(image string) (payload.Record, error) {
 		return payload.Record{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return payload.Record{}, err
-	}
 	v, err := payload.ReadVerity(f)
 	if err != nil {
 		return payload.Record{}, fmt.Errorf("payload image %s: %w", image, err)
 	}
-	return payload.Record{Sum: payload.Sum{SHA256: sum, Size: fi.Size()}, Verity: v}, nil
+	return payload.Record{Sum: sum, Verity: v}, nil
 }
 
 // stage lays out the payload tree in c.Dir.
