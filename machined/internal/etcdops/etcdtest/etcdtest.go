@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,15 +87,27 @@ func NewNamedPKI(t testing.TB, dir string, names []string, ips ...net.IP) PKI {
 	return p
 }
 
-// FreePort returns a loopback port nobody listens on now.
+// handedOut holds every port FreePort returned in this test binary. The kernel may give a port that was
+// just closed to the next listener on :0, so two calls in a row can return the same one (a member's
+// peer and metrics URLs once did, and etcd refused to start with "address already in use").
+var handedOut sync.Map
+
+// FreePort returns a loopback port nobody listens on now and that no earlier call returned.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no loopback port that was not handed out before in 100 tries")
+	return 0
 }
 
 // Member is one etcd process to start.
