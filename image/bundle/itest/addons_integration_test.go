@@ -108,8 +108,8 @@ func corefileDir(t *testing.T, corefile string) string {
 // templated answer, the same through a second server that forwards, and the
 // health, ready and metrics endpoints.
 func runCoreDNS(t *testing.T, c *containerd, v versions.Versions) {
-	port, fwdPort := freePort(t), freePort(t)
-	health, ready, metrics := freePort(t), freePort(t), freePort(t)
+	ports := freePorts(t, 5)
+	port, fwdPort, health, ready, metrics := ports[0], ports[1], ports[2], ports[3], ports[4]
 	corefile := fmt.Sprintf(`cairn.test:%[1]d {
     bind 127.0.0.1
     errors

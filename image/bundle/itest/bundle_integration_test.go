@@ -418,18 +418,24 @@ func TestContainerdImportsAndRunsBundle(t *testing.T) {
 	t.Run("pause exits 0 on SIGTERM", func(t *testing.T) { runPause(t, c, v) })
 }
 
-func freePort(t *testing.T) int {
+// freePorts returns n loopback ports nobody listens on now, all different: each one is held open until
+// all are picked, since the kernel may hand a just-closed port to the next listener on :0.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 func runEcho(t *testing.T, c *containerd, v versions.Versions) {
-	port := freePort(t)
+	port := freePorts(t, 1)[0]
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	if _, err := c.ctr("k8s.io", "run", "-d", "--net-host", "cairn.local/echo:"+v.EchoTag, "echo-test", "/usr/local/bin/cairn-echo", "--listen", addr); err != nil {
 		t.Fatal(err)
