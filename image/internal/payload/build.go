@@ -99,11 +99,11 @@ func Pack(ctx context.Context, c Config, logf func(string, ...any)) (payload.Rec
 	if out, err := exec.CommandContext(ctx, "mksquashfs", args...).CombinedOutput(); err != nil {
 		return payload.Record{}, fmt.Errorf("mksquashfs %s: %w: %s", c.Image, err, out)
 	}
-	sum, err := fileSHA256(c.Image)
+	sum, err := upgrade.FileSum(c.Image)
 	if err != nil {
 		return payload.Record{}, err
 	}
-	if _, err := appendVerity(ctx, c.Image, sum); err != nil {
+	if _, err := appendVerity(ctx, c.Image, sum.SHA256); err != nil {
 		return payload.Record{}, err
 	}
 	rec, err := ReadRecord(c.Image)
@@ -339,19 +339,6 @@ func copyFile(dst, src string, perm os.FileMode) error {
 		return err
 	}
 	return out.Close()
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func dirExists(p string) bool {

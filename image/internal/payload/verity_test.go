@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/cairn-os/cairn/api/upgrade"
 )
 
 // needTools skips a test when the image build's tools are not installed (hack/deps.sh image has them).
@@ -51,11 +53,11 @@ func TestAppendVerity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := fileSHA256(img)
+	sum, err := upgrade.FileSum(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := appendVerity(t.Context(), img, sum)
+	v, err := appendVerity(t.Context(), img, sum.SHA256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func TestAppendVerity(t *testing.T) {
 	if err := os.WriteFile(img, before, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v2, err := appendVerity(t.Context(), img, sum)
+	v2, err := appendVerity(t.Context(), img, sum.SHA256)
 	if err != nil {
 		t.Fatal(err)
 	}
