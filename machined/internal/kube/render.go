@@ -166,6 +166,10 @@ func (r *Renderer) PodCIDR() netip.Prefix     { return r.podCIDR }
 func (r *Renderer) ServiceCIDR() netip.Prefix { return r.serviceCIDR }
 func (r *Renderer) DNSDomain() string         { return r.dnsDomain }
 
+// NodeCIDRMaskSize is the prefix length of each node's PodCIDR (the controller-manager's
+// --node-cidr-mask-size).
+func (r *Renderer) NodeCIDRMaskSize() int { return r.maskSize }
+
 // Images are the images the node runs.
 func (r *Renderer) Images() Images { return r.images }
 

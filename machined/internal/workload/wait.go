@@ -117,12 +117,30 @@ func (w *Workload) Node(ctx context.Context) (*corev1.Node, error) {
 // flannel (the default), the same bridge carries the pods and flanneld routes every other node's
 // PodCIDR over vxlan: flannel's own CNI plugin would write exactly this bridge on exactly this subnet
 // (its lease is the node's PodCIDR with --kube-subnet-mgr).
-func (w *Workload) podNetwork(ctx context.Context) error {
+//
+// claim is for the first control plane's Init: with it the node gives itself its PodCIDR when it is the
+// cluster's only Node (podcidr.go) instead of waiting for the controller-manager's allocator.
+func (w *Workload) podNetwork(claim bool) func(context.Context) error {
+	return func(ctx context.Context) error { return w.waitPodNetwork(ctx, claim) }
+}
+
+func (w *Workload) waitPodNetwork(ctx context.Context, claim bool) error {
 	var cidr string
 	err := kubeapi.Poll(ctx, 2*time.Second, func(ctx context.Context) error {
 		n, err := w.Node(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Spec.PodCIDR == "" && claim {
+			set, err := w.claimPodCIDR(ctx, n.Name)
+			if err != nil {
+				return err
+			}
+			if set != "" {
+				w.Log.Info("pod network: this node is the cluster's first: it takes the PodCIDR the controller-manager would give it",
+					"podCIDR", set)
+				n.Spec.PodCIDR = set
+			}
 		}
 		if n.Spec.PodCIDR == "" {
 			return fmt.Errorf("node %s has no PodCIDR yet", n.Name)
