@@ -4,9 +4,11 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/cairn-os/cairn/machined/internal/events"
+	"github.com/cairn-os/cairn/machined/internal/fsm"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 )
 
@@ -50,7 +52,10 @@ const settleDelay = 10 * time.Second
 // machined's binary that only start-up and the sequence touched are unmapped (sys.ReleaseImagePages).
 // It subscribes before it returns, so no sequence that ends after the call is missed, and works in the
 // background until the process ends.
-func releaseAfterSequences(bus *events.Bus, log *slog.Logger) {
+//
+// onRunning, when not nil, runs after the release of every sequence that leaves the node Running: PID 1
+// narrows the kernel's fault-around window there (faultAround), a sandbox node leaves its host alone.
+func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRunning func()) {
 	_, ch, cancel := bus.Subscribe(1)
 	go func() {
 		for {
@@ -68,10 +73,37 @@ func releaseAfterSequences(bus *events.Bus, log *slog.Logger) {
 					continue
 				}
 				log.Info("released start-up memory", "sequence", e.Sequence, "binaryResidentBefore", before)
+				if onRunning != nil && e.State == string(fsm.Running) {
+					onRunning()
+				}
 			}
 			// The bus dropped us (its buffer filled while we slept): subscribe again.
 			cancel()
 			_, ch, cancel = bus.Subscribe(1)
 		}
 	}()
+}
+
+// faultAroundRunning is the fault-around window of a Running node: one page, which turns fault-around
+// off (sys.FaultAround says why). It is set only once the node is Running, after machined's release:
+// the boot and Init start every program of the node, and with the kernel's 64 KiB window each of those
+// starts takes a sixteenth of the page faults; in Running what machined faults back in is then only
+// what it runs. Programs started later (a pod's, a restarted component's) pay their own extra minor
+// faults, a few thousand each, once.
+const faultAroundRunning = 4096
+
+// faultAround narrows the kernel's fault-around window (PID 1 only), once; a kernel without the knob
+// leaves its default and says so.
+func faultAround(log *slog.Logger) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			prev, err := sys.FaultAround{Dir: "/sys/kernel/debug"}.Set(faultAroundRunning)
+			if err != nil {
+				log.Warn("fault-around window left at the kernel's default", "error", err)
+				return
+			}
+			log.Info("fault-around window narrowed", "bytes", faultAroundRunning, "was", prev)
+		})
+	}
 }
