@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -89,21 +90,31 @@ func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRunning func()) 
 // the boot and Init start every program of the node, and with the kernel's 64 KiB window each of those
 // starts takes a sixteenth of the page faults; in Running what machined faults back in is then only
 // what it runs. Programs started later (a pod's, a restarted component's) pay their own extra minor
-// faults, a few thousand each, once.
+// faults once. The kernel command line's cairn.faultaround=BYTES sets another window (65536 keeps the
+// kernel's default).
 const faultAroundRunning = 4096
 
 // faultAround narrows the kernel's fault-around window (PID 1 only), once; a kernel without the knob
 // leaves its default and says so.
-func faultAround(log *slog.Logger) func() {
+func faultAround(log *slog.Logger, params map[string]string) func() {
+	bytes := faultAroundRunning
+	if v, ok := params["cairn.faultaround"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			log.Warn("cairn.faultaround is not a number of bytes: the window is left at the kernel's default", "value", v)
+			return nil
+		}
+		bytes = n
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			prev, err := sys.FaultAround{Dir: "/sys/kernel/debug"}.Set(faultAroundRunning)
+			prev, err := sys.FaultAround{Dir: "/sys/kernel/debug"}.Set(bytes)
 			if err != nil {
 				log.Warn("fault-around window left at the kernel's default", "error", err)
 				return
 			}
-			log.Info("fault-around window narrowed", "bytes", faultAroundRunning, "was", prev)
+			log.Info("fault-around window set", "bytes", bytes, "was", prev)
 		})
 	}
 }

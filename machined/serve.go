@@ -125,7 +125,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	services.Log = log
 	var onRunning func()
 	if !plat.sandbox {
-		onRunning = faultAround(log) // a kernel-wide setting: a sandbox node's kernel is its host's
+		onRunning = faultAround(log, p.All) // a kernel-wide setting: a sandbox node's kernel is its host's
 	}
 	releaseAfterSequences(bus, log, onRunning)
 	started := time.Now()
