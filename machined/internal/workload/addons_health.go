@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -131,9 +132,13 @@ func (w *Workload) serviceDNS(ctx context.Context) (string, error) {
 	addrs, err := res.LookupHost(lctx, name)
 	if err != nil {
 		// The resolver's error names the server of /etc/resolv.conf, not the one dialled.
+		dropped := droppedHere(err)
 		var de *net.DNSError
 		if errors.As(err, &de) {
 			err = errors.New(de.Err)
+		}
+		if dropped {
+			return "", fmt.Errorf("look up %s through kube-dns %s: %w: %s", name, dns, err, droppedHint)
 		}
 		return "", fmt.Errorf("look up %s through kube-dns %s: %w", name, dns, err)
 	}
@@ -142,4 +147,16 @@ func (w *Workload) serviceDNS(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s resolved to %s through kube-dns %s, want the kubernetes Service's %s", name, strings.Join(addrs, ", "), dns, want)
 	}
 	return fmt.Sprintf("%s → %s through kube-dns %s", strings.TrimSuffix(name, "."), want, dns), nil
+}
+
+// droppedHint says what a query refused on its way out of this node means. kube-proxy's nftables rules
+// reject a packet to a Service address that they do not translate (an address or port they do not know,
+// or a Service they think has no endpoints), and a packet a rule drops on its way out fails its send
+// with EPERM: so the query never left, and what to look at is this node's kube-proxy, not CoreDNS.
+const droppedHint = "this node's netfilter refused the query before it left: kube-proxy here has no translation " +
+	"for the kube-dns Service (see its pod's log on this node, and `nft list ruleset` run in that pod)"
+
+// droppedHere tells a send this node's netfilter refused (EPERM) from any other failure of a lookup.
+func droppedHere(err error) bool {
+	return errors.Is(err, syscall.EPERM) || strings.Contains(err.Error(), syscall.EPERM.Error())
 }
