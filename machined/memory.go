@@ -54,7 +54,7 @@ const settleDelay = 10 * time.Second
 // It subscribes before it returns, so no sequence that ends after the call is missed, and works in the
 // background until the process ends.
 //
-// onRunning, when not nil, runs after the release of every sequence that leaves the node Running: PID 1
+// onRunning, when not nil, runs before the release of every sequence that leaves the node Running: PID 1
 // narrows the kernel's fault-around window there (faultAround), a sandbox node leaves its host alone.
 func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRunning func()) {
 	_, ch, cancel := bus.Subscribe(1)
@@ -68,15 +68,16 @@ func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRunning func()) 
 				// The collector runs first, then every free page is returned to the kernel at once rather
 				// than by the background scavenger over minutes.
 				debug.FreeOSMemory()
+				// The window first: what machined faults back in after the release comes in at its size.
+				if onRunning != nil && e.State == string(fsm.Running) {
+					onRunning()
+				}
 				before, err := sys.ReleaseImagePages()
 				if err != nil {
 					log.Warn("release start-up memory", "error", err)
 					continue
 				}
 				log.Info("released start-up memory", "sequence", e.Sequence, "binaryResidentBefore", before)
-				if onRunning != nil && e.State == string(fsm.Running) {
-					onRunning()
-				}
 			}
 			// The bus dropped us (its buffer filled while we slept): subscribe again.
 			cancel()
@@ -86,7 +87,7 @@ func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRunning func()) 
 }
 
 // faultAroundRunning is the fault-around window of a Running node: one page, which turns fault-around
-// off (sys.FaultAround says why). It is set only once the node is Running, after machined's release:
+// off (sys.FaultAround says why). It is set only once the node is Running, just before machined's release:
 // the boot and Init start every program of the node, and with the kernel's 64 KiB window each of those
 // starts takes a sixteenth of the page faults; in Running what machined faults back in is then only
 // what it runs. Programs started later (a pod's, a restarted component's) pay their own extra minor
