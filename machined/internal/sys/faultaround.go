@@ -41,10 +41,11 @@ func (f FaultAround) Set(bytes int) (int, error) {
 	}
 	path := filepath.Join(f.Dir, faultAroundFile)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if err := unix.Mount("debugfs", f.Dir, "debugfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700"); err != nil {
-			return 0, fmt.Errorf("mount debugfs on %s: %w", f.Dir, err)
+		debugfs := Mount{Source: "debugfs", Target: f.Dir, FSType: "debugfs", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, Data: "mode=0700"}
+		if err := debugfs.Apply(); err != nil {
+			return 0, err
 		}
-		defer unix.Unmount(f.Dir, unix.MNT_DETACH)
+		defer Mounter{}.Unmount(f.Dir, true) //nolint:errcheck // the window is written; a debugfs left mounted is root's only
 	}
 	old, err := os.ReadFile(path)
 	if err != nil {
