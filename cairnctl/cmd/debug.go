@@ -57,8 +57,8 @@ NAME is heap (live memory, after a garbage collection unless --gc=false), allocs
 since start), goroutine, threadcreate, block, mutex or cpu (sampled for --seconds). --debug 1 or 2 writes
 pprof's text form instead; heap's ends with the Go runtime's memory statistics. NAME metrics is the
 runtime's own accounting as text (runtime/metrics): where the memory goes besides the heap, then the
-kernel's account of the process, of each mapping of machined's binary and of any mapping
-holding huge pages.
+kernel's account of the process, of each mapping of machined's binary and of any other mapping
+holding huge pages or 64 kB or more (heap arenas, runtime metadata, the bss), with its address range.
 
   cairnctl debug pprof heap heap.pprof && go tool pprof -top -sample_index=inuse_space heap.pprof`,
 		Args: cobra.ExactArgs(2),

@@ -14,6 +14,7 @@ import (
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -169,9 +170,13 @@ func (r Runtime) writeSmaps(w io.Writer) error {
 	return bw.Flush()
 }
 
+// residentShown is the resident size from which writeMappings lists a mapping that is not the binary's.
+const residentShown = 64 << 10
+
 // writeMappings appends the binary's own mappings with what of each is resident (its code, its read-only
-// data, with the tables the collector and the unwinder read, and its data segment), then every other
-// mapping that holds transparent huge pages. Pages of the binary are shared with the page cache, so they
+// data, with the tables the collector and the unwinder read, and its data segment), and every other
+// mapping that holds transparent huge pages or at least residentShown of memory: the heap's arenas, the
+// runtime's metadata and the binary's bss, which the runtime's own figures count as mapped, not resident. Pages of the binary are shared with the page cache, so they
 // say which part of it the process keeps touching, not memory it alone holds; a huge page is private and
 // mostly untouched in a small process, and the runtime's disablethp covers only its heap.
 func (r Runtime) writeMappings(w io.Writer) error {
@@ -192,8 +197,11 @@ func (r Runtime) writeMappings(w io.Writer) error {
 		return err
 	}
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "# mappings of %s, and others with huge pages (%s): permissions, offset, path, then kB\n", bin, name)
-	var cur []string // the mapping being read: permissions, offset, path, and its figures
+	fmt.Fprintf(bw, "# mappings of %s, and others with huge pages or %d kB resident (%s): address range, permissions, offset, path, then kB\n", bin, residentShown>>10, name)
+	// the mapping being read: address range, permissions, offset, path, and its figures. The range says
+	// what an anonymous mapping is: the binary's bss follows its data segment, the heap's arenas are at
+	// 0xc000000000, the runtime's other memory (metadata, profiling buckets) is mapped elsewhere.
+	var cur []string
 	show := false
 	flush := func() {
 		if show {
@@ -211,10 +219,11 @@ func (r Runtime) writeMappings(w io.Writer) error {
 			if len(f) >= 6 {
 				path = strings.Join(f[5:], " ")
 			}
-			cur, show = []string{f[1], f[2], path}, path == bin
+			cur, show = []string{f[0], f[1], f[2], path}, path == bin
 		case len(f) == 3 && f[2] == "kB" && slices.Contains([]string{"Size:", "Rss:", "Anonymous:", "AnonHugePages:"}, f[0]):
 			cur = append(cur, strings.TrimSuffix(f[0], ":")+"="+f[1])
-			show = show || (f[0] == "AnonHugePages:" && f[1] != "0")
+			kb, _ := strconv.Atoi(f[1])
+			show = show || (f[0] == "AnonHugePages:" && kb != 0) || (f[0] == "Rss:" && kb<<10 >= residentShown)
 		}
 	}
 	flush()

@@ -68,8 +68,8 @@ func TestMetricsKernelAccount(t *testing.T) {
 	}
 }
 
-// TestMetricsMappings: the metrics profile lists the binary's mappings and those holding huge pages,
-// and no other.
+// TestMetricsMappings: the metrics profile lists the binary's mappings, those holding huge pages and
+// those with 64 kB or more resident, and no other.
 func TestMetricsMappings(t *testing.T) {
 	dir := t.TempDir()
 	smaps := filepath.Join(dir, "smaps")
@@ -97,7 +97,12 @@ Anonymous:          2100 kB
 AnonHugePages:      2048 kB
 7f0000100000-7f0000200000 r-xp 00000000 07:00 40 /sbin/machined-old
 Size:               1024 kB
-Rss:                  80 kB
+Rss:                  60 kB
+7f0000200000-7f0000300000 rw-p 00000000 00:00 0
+Size:               1024 kB
+Rss:                  63 kB
+Anonymous:            63 kB
+AnonHugePages:         0 kB
 `
 	if err := os.WriteFile(smaps, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -109,9 +114,11 @@ Rss:                  80 kB
 	}
 	_, got, _ := strings.Cut(b.String(), "# mappings of /sbin/machined")
 	_, got, _ = strings.Cut(got, "\n")
-	want := "r--p 00000000 /sbin/machined Size=8192 Rss=3100 Anonymous=0\nr-xp 00800000 /sbin/machined Size=12288 Rss=6400 Anonymous=0\n" +
-		"rw-p 01400000 /sbin/machined Size=1024 Rss=300 Anonymous=120\n" +
-		"rw-p 00000000 [anonymous] Size=4096 Rss=2100 Anonymous=2100 AnonHugePages=2048\n"
+	want := "00400000-00c00000 r--p 00000000 /sbin/machined Size=8192 Rss=3100 Anonymous=0\n" +
+		"00c00000-01800000 r-xp 00800000 /sbin/machined Size=12288 Rss=6400 Anonymous=0\n" +
+		"01800000-01900000 rw-p 01400000 /sbin/machined Size=1024 Rss=300 Anonymous=120\n" +
+		"7f0000000000-7f0000100000 rw-p 00000000 [anonymous] Size=1024 Rss=1024 Anonymous=1024 AnonHugePages=0\n" +
+		"c000000000-c000400000 rw-p 00000000 [anonymous] Size=4096 Rss=2100 Anonymous=2100 AnonHugePages=2048\n"
 	if got != want {
 		t.Errorf("mappings:\n%s\nwant:\n%s", got, want)
 	}
