@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +23,9 @@ type system interface {
 	FreeInitramfs(keep string) error
 	Chdir(dir string) error
 	Chroot(dir string) error
+	// NoHugePages switches transparent huge pages off for this process, across the exec (machined's
+	// start): see hugePagesOff.
+	NoHugePages() error
 	Exec(argv0 string, argv, env []string) error
 	Logf(format string, args ...any)
 }
@@ -77,7 +81,14 @@ func boot(s system, args, env []string) error {
 	s.Logf("cairn init: root image mounted from %s (%d modules loaded), starting %s", dev, n, machined)
 	// The kernel passed the command line's unknown words to us as args; machined gets them unchanged
 	// (it reads /proc/cmdline itself for its own parameters).
-	if err := s.Exec(machined, append([]string{machined}, args...), machinedEnv(env)); err != nil {
+	env = machinedEnv(env)
+	if hugePagesOff(env) {
+		if err := s.NoHugePages(); err != nil {
+			// Only memory is at stake: machined starts with the kernel's policy.
+			s.Logf("cairn init: huge pages stay on for machined's start: %v", err)
+		}
+	}
+	if err := s.Exec(machined, append([]string{machined}, args...), env); err != nil {
 		return fmt.Errorf("exec %s: %w", machined, err)
 	}
 	return nil
@@ -89,6 +100,21 @@ func boot(s system, args, env []string) error {
 // private memory in Running were huge pages, mostly untouched. Only machined is changed: the node's
 // THP policy, which the workloads see, stays the kernel's.
 const noHugePages = "disablethp=1"
+
+// hugePagesOff says whether machined is to start without transparent huge pages: unless the command line
+// said disablethp=0, the runtime keeps them off machined's heap, and init switches them off for the whole
+// process (PR_SET_THP_DISABLE, which the kernel keeps across exec) so that none lands in the memory the
+// runtime maps beside its heap while machined starts. machined marks those mappings and switches the
+// process flag back on before it starts anything, since every child would inherit it
+// (machined/internal/sys/hugepages.go says why and what it saved).
+func hugePagesOff(env []string) bool {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			return slices.Contains(strings.Split(v, ","), noHugePages)
+		}
+	}
+	return false
+}
 
 // machinedEnv is machined's environment: the kernel's, with noHugePages added to GODEBUG unless the
 // command line (which the kernel passes on as the environment) already says what disablethp is.

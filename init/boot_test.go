@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,7 @@ func (f *fakeSystem) Exists(name string) bool {
 func (f *fakeSystem) FreeInitramfs(keep string) error { return f.do("free-initramfs except " + keep) }
 func (f *fakeSystem) Chdir(dir string) error          { return f.do("chdir " + dir) }
 func (f *fakeSystem) Chroot(dir string) error         { return f.do("chroot " + dir) }
+func (f *fakeSystem) NoHugePages() error { return f.do("no-huge-pages") }
 func (f *fakeSystem) Exec(argv0 string, argv, env []string) error {
 	return f.do(fmt.Sprintf("exec %s %q %q", argv0, argv, env))
 }
@@ -94,6 +96,7 @@ func TestBootSequence(t *testing.T) {
 		"mount /newroot /  0x2000 ",
 		"chroot .",
 		"chdir /",
+		"no-huge-pages",
 		`exec /sbin/machined ["/sbin/machined" "cairn.token=abc" "foo"] ["TERM=linux" "GODEBUG=disablethp=1"]`,
 	}
 	if diff := cmp.Diff(want, f.calls); diff != "" {
@@ -112,6 +115,38 @@ func TestMachinedEnv(t *testing.T) {
 		if got := machinedEnv(tc.env); !cmp.Equal(got, tc.want) {
 			t.Errorf("machinedEnv(%q) = %q, want %q", tc.env, got, tc.want)
 		}
+	}
+}
+
+// Huge pages are switched off for machined's start exactly when its heap has them off; a kernel that
+// refuses does not stop the boot.
+func TestHugePagesOff(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want bool
+	}{
+		{machinedEnv(nil), true},
+		{machinedEnv([]string{"GODEBUG=gctrace=1"}), true},
+		{machinedEnv([]string{"GODEBUG=disablethp=0"}), false},
+		{[]string{"TERM=linux"}, false},
+	} {
+		if got := hugePagesOff(tc.env); got != tc.want {
+			t.Errorf("hugePagesOff(%q) = %v, want %v", tc.env, got, tc.want)
+		}
+	}
+	f := newFake("no-huge-pages")
+	if err := boot(f, nil, nil); err != nil {
+		t.Fatalf("boot() with a kernel refusing PR_SET_THP_DISABLE = %v, want nil", err)
+	}
+	if last := f.calls[len(f.calls)-1]; !strings.HasPrefix(last, "exec /sbin/machined") {
+		t.Errorf("boot() ended with %q, want machined's exec", last)
+	}
+	f = newFake("")
+	if err := boot(f, nil, []string{"GODEBUG=disablethp=0"}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(f.calls, "no-huge-pages") {
+		t.Errorf("boot() switched huge pages off although the command line said disablethp=0")
 	}
 }
 

@@ -51,6 +51,10 @@ func (linuxSystem) Exists(name string) bool {
 func (linuxSystem) Chdir(dir string) error  { return unix.Chdir(dir) }
 func (linuxSystem) Chroot(dir string) error { return unix.Chroot(dir) }
 
+func (linuxSystem) NoHugePages() error {
+	return unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0)
+}
+
 func (linuxSystem) Exec(argv0 string, argv, env []string) error {
 	return unix.Exec(argv0, argv, env)
 }

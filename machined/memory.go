@@ -4,7 +4,9 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,9 +56,10 @@ const settleDelay = 10 * time.Second
 // It subscribes before it returns, so no sequence that ends after the call is missed, and works in the
 // background until the process ends.
 //
-// onRunning, when not nil, runs before the release of every sequence that leaves the node Running: PID 1
-// narrows the kernel's fault-around window there (faultAround), a sandbox node leaves its host alone.
-func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRunning func()) {
+// onRelease, when not nil, runs before every release, told whether the sequence left the node Running:
+// PID 1 keeps huge pages off what the runtime mapped since (keepHugePagesOff) and, in Running, narrows the
+// kernel's fault-around window (faultAround); a sandbox node leaves its host alone.
+func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRelease func(running bool)) {
 	_, ch, cancel := bus.Subscribe(1)
 	go func() {
 		for {
@@ -69,8 +72,8 @@ func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRunning func()) 
 				// than by the background scavenger over minutes.
 				debug.FreeOSMemory()
 				// The window first: what machined faults back in after the release comes in at its size.
-				if onRunning != nil && e.State == string(fsm.Running) {
-					onRunning()
+				if onRelease != nil {
+					onRelease(e.State == string(fsm.Running))
 				}
 				before, err := sys.ReleaseImagePages()
 				if err != nil {
@@ -118,4 +121,40 @@ func faultAround(log *slog.Logger, params map[string]string) func() {
 			log.Info("fault-around window set", "bytes", bytes, "was", prev)
 		})
 	}
+}
+
+// pid1Release is what PID 1 does before each release (releaseAfterSequences): huge pages off the mappings
+// the runtime made since the last one, and the fault-around window once the node is Running.
+func pid1Release(log *slog.Logger, params map[string]string) func(running bool) {
+	window := faultAround(log, params)
+	return func(running bool) {
+		keepHugePagesOff(log, false)
+		if running && window != nil {
+			window()
+		}
+	}
+}
+
+// keepHugePagesOff marks machined's anonymous mappings so that the kernel puts no transparent huge page
+// in them (sys.NoHugePages says why), unless the command line gave GODEBUG=disablethp=0, which asks for
+// huge pages on machined's heap and so is taken to ask for them everywhere. At the start (first) it also
+// switches back on the process flag init set, before machined starts anything that would inherit it.
+func keepHugePagesOff(log *slog.Logger, first bool) {
+	if !slices.Contains(strings.Split(os.Getenv("GODEBUG"), ","), "disablethp=1") {
+		return
+	}
+	n, err := sys.NoHugePages()
+	if err != nil {
+		log.Warn("huge pages stay allowed in machined's memory", "error", err)
+	}
+	if !first {
+		return
+	}
+	was, err := sys.AllowHugePages()
+	if err != nil {
+		// Every process machined starts would inherit the flag: say so, since it changes their memory.
+		log.Warn("transparent huge pages stay off for every process machined starts", "error", err)
+		return
+	}
+	log.Debug("huge pages kept off machined's memory", "mappings", n, "processFlagCleared", was)
 }

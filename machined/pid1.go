@@ -49,6 +49,9 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	// When machined got going, counted from the kernel's start: what the console timeline of a boot
 	// starts from (the Go runtime and package initialisation come before this line).
 	log.Info("machined started as PID 1", "version", version, "uptime", uptime())
+	// Before anything is started: init switched huge pages off for this process, and its children would
+	// inherit that.
+	keepHugePagesOff(log, true)
 	if err := sys.MountEarly(); err != nil {
 		return err
 	}

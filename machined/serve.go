@@ -123,11 +123,11 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 	// machined's own log also goes to its ring, for `cairnctl logs machined`.
 	log = slog.New(logs.NewHandler(log.Handler(), services.Logs("machined")))
 	services.Log = log
-	var onRunning func()
+	var onRelease func(running bool)
 	if !plat.sandbox {
-		onRunning = faultAround(log, p.All) // a kernel-wide setting: a sandbox node's kernel is its host's
+		onRelease = pid1Release(log, p.All) // kernel-wide settings among them: a sandbox node's kernel is its host's
 	}
-	releaseAfterSequences(bus, log, onRunning)
+	releaseAfterSequences(bus, log, onRelease)
 	started := time.Now()
 	services.Register("machined", func() supervisor.Info {
 		return supervisor.Info{Name: "machined", State: supervisor.StateRunning, Health: supervisor.Healthy, Since: started, PID: os.Getpid()}
