@@ -54,7 +54,7 @@ func (f *fakeSystem) Exists(name string) bool {
 func (f *fakeSystem) FreeInitramfs(keep string) error { return f.do("free-initramfs except " + keep) }
 func (f *fakeSystem) Chdir(dir string) error          { return f.do("chdir " + dir) }
 func (f *fakeSystem) Chroot(dir string) error         { return f.do("chroot " + dir) }
-func (f *fakeSystem) NoHugePages() error { return f.do("no-huge-pages") }
+func (f *fakeSystem) NoHugePages() error              { return f.do("no-huge-pages") }
 func (f *fakeSystem) Exec(argv0 string, argv, env []string) error {
 	return f.do(fmt.Sprintf("exec %s %q %q", argv0, argv, env))
 }
