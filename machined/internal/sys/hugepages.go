@@ -1,11 +1,9 @@
 package sys
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
-	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,28 +67,13 @@ func AllowHugePages() (bool, error) {
 // runtime's PROT_NONE address space), which hold no page.
 func anonMappings(maps []byte) []mapping {
 	var out []mapping
-	sc := bufio.NewScanner(bytes.NewReader(maps))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) < 5 || string(f[4]) != "0" || len(f[1]) != 4 || f[1][1] != 'w' || f[1][3] != 'p' {
+	for _, e := range parseMaps(maps) {
+		if e.inode != "0" || len(e.perms) != 4 || e.perms[1] != 'w' || e.perms[3] != 'p' {
 			continue
 		}
-		if len(f) >= 6 {
-			path := string(bytes.Join(f[5:], []byte(" ")))
-			if path != "[heap]" && !bytes.HasPrefix(f[5], []byte("[anon:")) {
-				continue
-			}
+		if e.path == "" || e.path == "[heap]" || strings.HasPrefix(e.path, "[anon:") {
+			out = append(out, e.mapping)
 		}
-		lo, hi, ok := bytes.Cut(f[0], []byte("-"))
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(string(lo), 16, 64)
-		end, err2 := strconv.ParseUint(string(hi), 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
-			continue
-		}
-		out = append(out, mapping{uintptr(start), uintptr(end)})
 	}
 	return out
 }

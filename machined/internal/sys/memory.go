@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,26 +48,42 @@ func ReleaseImagePages() (uint64, error) {
 
 type mapping struct{ start, end uintptr }
 
-// imageMappings lists the mappings of file that are not writable, from /proc/PID/maps text
-// ("start-end perms offset dev inode path").
-func imageMappings(maps []byte, file string) []mapping {
-	var out []mapping
+// mapsEntry is one line of /proc/PID/maps: "start-end perms offset dev inode [path]".
+type mapsEntry struct {
+	mapping
+	perms, inode, path string
+}
+
+// parseMaps reads /proc/PID/maps text; lines it cannot read are skipped.
+func parseMaps(maps []byte) []mapsEntry {
+	var out []mapsEntry
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) < 6 || string(f[5]) != file || len(f[1]) < 2 || f[1][1] == 'w' {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
 			continue
 		}
-		lo, hi, ok := bytes.Cut(f[0], []byte("-"))
+		lo, hi, ok := strings.Cut(f[0], "-")
 		if !ok {
 			continue
 		}
-		start, err1 := strconv.ParseUint(string(lo), 16, 64)
-		end, err2 := strconv.ParseUint(string(hi), 16, 64)
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		out = append(out, mapping{uintptr(start), uintptr(end)})
+		out = append(out, mapsEntry{mapping{uintptr(start), uintptr(end)}, f[1], f[4], strings.Join(f[5:], " ")})
+	}
+	return out
+}
+
+// imageMappings lists the mappings of file that are not writable, from /proc/PID/maps text.
+func imageMappings(maps []byte, file string) []mapping {
+	var out []mapping
+	for _, e := range parseMaps(maps) {
+		if e.path == file && len(e.perms) >= 2 && e.perms[1] != 'w' {
+			out = append(out, e.mapping)
+		}
 	}
 	return out
 }
