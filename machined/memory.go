@@ -138,14 +138,15 @@ func pid1Release(log *slog.Logger, params map[string]string) func(running bool) 
 // keepHugePagesOff marks machined's anonymous mappings so that the kernel puts no transparent huge page
 // in them (sys.NoHugePages says why), unless the command line gave GODEBUG=disablethp=0, which asks for
 // huge pages on machined's heap and so is taken to ask for them everywhere. At the start (first) it also
-// switches back on the process flag init set, before machined starts anything that would inherit it.
+// switches back on the process flag init set, whatever GODEBUG says, before machined starts anything that
+// would inherit it.
 func keepHugePagesOff(log *slog.Logger, first bool) {
-	if !slices.Contains(strings.Split(os.Getenv("GODEBUG"), ","), "disablethp=1") {
-		return
-	}
-	n, err := sys.NoHugePages()
-	if err != nil {
-		log.Warn("huge pages stay allowed in machined's memory", "error", err)
+	n := 0
+	if slices.Contains(strings.Split(os.Getenv("GODEBUG"), ","), "disablethp=1") {
+		var err error
+		if n, err = sys.NoHugePages(); err != nil {
+			log.Warn("huge pages stay allowed in machined's memory", "error", err)
+		}
 	}
 	if !first {
 		return
