@@ -57,7 +57,7 @@ const settleDelay = 10 * time.Second
 // background until the process ends.
 //
 // onRelease, when not nil, runs before every release, told whether the sequence left the node Running:
-// PID 1 keeps huge pages off what the runtime mapped since (keepHugePagesOff) and, in Running, narrows the
+// PID 1 keeps huge pages off what the runtime mapped since (markNoHugePages) and, in Running, narrows the
 // kernel's fault-around window (faultAround); a sandbox node leaves its host alone.
 func releaseAfterSequences(bus *events.Bus, log *slog.Logger, onRelease func(running bool)) {
 	_, ch, cancel := bus.Subscribe(1)
@@ -127,29 +127,41 @@ func faultAround(log *slog.Logger, params map[string]string) func() {
 // the runtime made since the last one, and the fault-around window once the node is Running.
 func pid1Release(log *slog.Logger, params map[string]string) func(running bool) {
 	window := faultAround(log, params)
+	marking := noHugePagesWanted()
 	return func(running bool) {
-		keepHugePagesOff(log, false)
+		if marking {
+			markNoHugePages(log)
+		}
 		if running && window != nil {
 			window()
 		}
 	}
 }
 
-// keepHugePagesOff marks machined's anonymous mappings so that the kernel puts no transparent huge page
-// in them (sys.NoHugePages says why), unless the command line gave GODEBUG=disablethp=0, which asks for
-// huge pages on machined's heap and so is taken to ask for them everywhere. At the start (first) it also
-// switches back on the process flag init set, whatever GODEBUG says, before machined starts anything that
-// would inherit it.
-func keepHugePagesOff(log *slog.Logger, first bool) {
-	n := 0
-	if slices.Contains(strings.Split(os.Getenv("GODEBUG"), ","), "disablethp=1") {
-		var err error
-		if n, err = sys.NoHugePages(); err != nil {
-			log.Warn("huge pages stay allowed in machined's memory", "error", err)
-		}
+// noHugePagesWanted is whether machined's memory is kept free of transparent huge pages: yes unless the
+// command line gave GODEBUG=disablethp=0, which asks for them on machined's heap and so is taken to ask for
+// them everywhere (init adds disablethp=1 otherwise).
+func noHugePagesWanted() bool {
+	return slices.Contains(strings.Split(os.Getenv("GODEBUG"), ","), "disablethp=1")
+}
+
+// markNoHugePages marks machined's anonymous mappings so that the kernel puts no transparent huge page in
+// them (sys.NoHugePages says why), and returns how many it marked.
+func markNoHugePages(log *slog.Logger) int {
+	n, err := sys.NoHugePages()
+	if err != nil {
+		log.Warn("huge pages stay allowed in machined's memory", "error", err)
 	}
-	if !first {
-		return
+	return n
+}
+
+// hugePagesAtStart is PID 1's first step: its mappings marked (unless GODEBUG says otherwise), then the
+// process flag init set cleared, whatever GODEBUG says, before machined starts anything that would
+// inherit it.
+func hugePagesAtStart(log *slog.Logger) {
+	n := 0
+	if noHugePagesWanted() {
+		n = markNoHugePages(log)
 	}
 	was, err := sys.AllowHugePages()
 	if err != nil {

@@ -51,7 +51,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	log.Info("machined started as PID 1", "version", version, "uptime", uptime())
 	// Before anything is started: init switched huge pages off for this process, and its children would
 	// inherit that.
-	keepHugePagesOff(log, true)
+	hugePagesAtStart(log)
 	if err := sys.MountEarly(); err != nil {
 		return err
 	}

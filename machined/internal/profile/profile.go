@@ -176,9 +176,10 @@ const residentShown = 64 << 10
 // writeMappings appends the binary's own mappings with what of each is resident (its code, its read-only
 // data, with the tables the collector and the unwinder read, and its data segment), and every other
 // mapping that holds transparent huge pages or at least residentShown of memory: the heap's arenas, the
-// runtime's metadata and the binary's bss, which the runtime's own figures count as mapped, not resident. Pages of the binary are shared with the page cache, so they
-// say which part of it the process keeps touching, not memory it alone holds; a huge page is private and
-// mostly untouched in a small process, and the runtime's disablethp covers only its heap.
+// runtime's metadata and the binary's bss, which the runtime's own figures count as mapped, not resident.
+// Pages of the binary are shared with the page cache, so they say which part of it the process keeps
+// touching, not memory it alone holds; a huge page is private and mostly untouched in a small process,
+// and the runtime's disablethp covers only its heap.
 func (r Runtime) writeMappings(w io.Writer) error {
 	name, bin := r.Smaps, r.Binary
 	if name == "" {
