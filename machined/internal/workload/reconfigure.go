@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/containerd"
 	"github.com/cairn-os/cairn/machined/internal/kube"
 	"github.com/cairn-os/cairn/machined/internal/kubeapi"
+	"github.com/cairn-os/cairn/machined/internal/logring"
+	"github.com/cairn-os/cairn/machined/internal/logs"
 )
 
 // The live half of `cairnctl apply`: a Running node takes a changed config without a reboot. Each changed
@@ -151,57 +154,79 @@ func (w *Workload) rewriteStaticPod(ctx context.Context, component string) error
 		return err
 	}
 	health := w.healthOf(component)
+	watch := newRestartWatch(component, since)
 	// The last failure seen before the deadline says why (a check cut by the deadline only says that).
 	var last error
-	err = kubeapi.Poll(ctx, 2*time.Second, func(cctx context.Context) error {
-		err := w.startedSince(cctx, component, since)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := w.observeRestart(cctx, watch)
 		if err == nil {
 			err = health(cctx)
 		}
-		if err != nil && ctx.Err() == nil {
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var loop *crashLoopError
+		if errors.As(err, &loop) {
+			loop.Log = w.lastFailure(ctx, component)
+			return loop
+		}
+		if ctx.Err() == nil {
 			last = err
 		}
-		return err
-	})
-	if err != nil && last != nil && ctx.Err() != nil {
-		return fmt.Errorf("not running and healthy in time (%w); last: %v", ctx.Err(), last)
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("not running and healthy in time (%w); last: %v", ctx.Err(), last)
+		case <-time.After(2 * time.Second):
+		}
 	}
-	return err
 }
 
-// startedSince checks that a container of the component was created after since and runs.
-func (w *Workload) startedSince(ctx context.Context, component string, since time.Time) error {
+// observeRestart lists the component's containers for the watch.
+func (w *Workload) observeRestart(ctx context.Context, watch *restartWatch) error {
 	cli := w.containerdClient()
 	if cli == nil {
 		return fmt.Errorf("containerd is not running")
 	}
 	nctx := namespaces.WithNamespace(ctx, containerd.NamespaceK8s)
-	ctrs, err := cli.Containers(nctx, fmt.Sprintf(`labels."io.kubernetes.container.name"==%s,labels."io.kubernetes.pod.namespace"==kube-system`, component))
+	ctrs, err := cli.Containers(nctx, fmt.Sprintf(`labels."io.kubernetes.container.name"==%s,labels."io.kubernetes.pod.namespace"==kube-system`, watch.component))
 	if err != nil {
 		return err
 	}
-	exited := ""
+	var runs []containerRun
 	for _, c := range ctrs {
 		info, err := c.Info(nctx, client.WithoutRefreshedMetadata)
-		if err != nil || info.CreatedAt.Before(since) {
-			continue
-		}
-		task, err := c.Task(nctx, nil)
-		if err != nil {
-			exited = "its new container has no running process"
-			continue
-		}
-		st, err := task.Status(nctx)
 		if err != nil {
 			continue
 		}
-		if st.Status == client.Running {
-			return nil
+		run := containerRun{ID: c.ID(), Created: info.CreatedAt, State: "no running process"}
+		if task, err := c.Task(nctx, nil); err == nil {
+			if st, err := task.Status(nctx); err == nil {
+				run.Running = st.Status == client.Running
+				run.State = fmt.Sprintf("%s, exit status %d", st.Status, st.ExitStatus)
+			}
 		}
-		exited = fmt.Sprintf("its new container %s (exit status %d; see cairnctl logs %s --previous)", st.Status, st.ExitStatus, component)
+		runs = append(runs, run)
 	}
-	if exited != "" {
-		return fmt.Errorf("not running: %s", exited)
+	return watch.observe(runs)
+}
+
+// lastFailure returns the line a component's newest container ended on, or the run's before it when the
+// newest wrote nothing yet: what a crash loop says about itself.
+func (w *Workload) lastFailure(ctx context.Context, component string) string {
+	src := logs.Source{PodLogs: w.Renderer().Layout().PodLogs()}
+	var lines []string
+	collect := func(r logring.Record) error {
+		lines = append(lines, r.Line)
+		return nil
 	}
-	return fmt.Errorf("the kubelet has not started it again yet")
+	if err := src.Logs(ctx, component, failureScan, false, collect); err != nil || len(lines) == 0 {
+		lines = nil
+		_ = src.Previous(ctx, component, failureScan, collect)
+	}
+	return failureLine(lines)
 }
