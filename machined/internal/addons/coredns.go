@@ -170,6 +170,9 @@ func coreDNSPod(o Options) corev1.PodSpec {
 				Path: "/ready", Port: intstr.FromString("readiness-probe"), Scheme: corev1.URISchemeHTTP,
 			}},
 		},
+		StartupProbe: fastStart(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/ready", Port: intstr.FromString("readiness-probe"), Scheme: corev1.URISchemeHTTP,
+		}}),
 		// The image runs CoreDNS as 65532:65532 (numeric, like upstream's, so the kubelet can check
 		// runAsNonRoot). Its binary is the shared multi-call kube binary, which carries no file
 		// capability: port 53 is allowed by the pod's ip_unprivileged_port_start sysctl, so the

@@ -2,6 +2,7 @@ package addons
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -112,5 +113,29 @@ func TestCoreDNSPorts(t *testing.T) {
 	}
 	if spec := pod; spec.DNSPolicy != corev1.DNSDefault {
 		t.Errorf("dnsPolicy %q: CoreDNS must use the node's resolvers", spec.DNSPolicy)
+	}
+}
+
+// CoreDNS and flannel are Ready as soon as they are: a startup probe asks their readiness check every
+// second, and their readiness probe has no initial delay, which would swallow the kubelet's readiness
+// probe made as the startup probe passes.
+func TestAddonStartupProbes(t *testing.T) {
+	objs := mustRender(t, testOptions())
+	for name, spec := range map[string]corev1.PodSpec{
+		"coredns": deployment(t, objs).Spec.Template.Spec,
+		"flannel": daemonSet(t, objs, FlannelDaemonSet).Spec.Template.Spec,
+	} {
+		c := onlyContainer(t, spec)
+		s, r := c.StartupProbe, c.ReadinessProbe
+		switch {
+		case s == nil || r == nil:
+			t.Errorf("%s: startup probe %v, readiness probe %v", name, s, r)
+		case !reflect.DeepEqual(s.ProbeHandler, r.ProbeHandler):
+			t.Errorf("%s: startup probe asks %+v, readiness probe %+v", name, s.HTTPGet, r.HTTPGet)
+		case s.PeriodSeconds != 1 || s.PeriodSeconds*s.FailureThreshold < 300:
+			t.Errorf("%s: startup probe every %d s, %d times: want every second for five minutes", name, s.PeriodSeconds, s.FailureThreshold)
+		case r.InitialDelaySeconds != 0:
+			t.Errorf("%s: readiness probe's initial delay %d s, want none", name, r.InitialDelaySeconds)
+		}
 	}
 }

@@ -141,11 +141,13 @@ func flannelPod(o Options, ep endpoint) corev1.PodSpec {
 			PeriodSeconds:       30,
 		},
 		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: healthz}},
-			InitialDelaySeconds: 5,
-			PeriodSeconds:       10,
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: healthz}},
+			PeriodSeconds: 10,
 		},
-		Resources: corev1.ResourceRequirements{Requests: quantities("100m", "50Mi")},
+		// No initial delay on the readiness probe: the startup probe holds it back, and the kubelet's
+		// first readiness probe, just as the startup probe passes, would fall inside one.
+		StartupProbe: fastStart(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: healthz}}),
+		Resources:    corev1.ResourceRequirements{Requests: quantities("100m", "50Mi")},
 		// Upstream's: not privileged. NET_ADMIN is what the vxlan device, routes, neighbour entries and
 		// nft (nftables mode runs the nft program) need; NET_RAW is upstream's too.
 		SecurityContext: &corev1.SecurityContext{

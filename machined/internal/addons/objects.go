@@ -169,3 +169,14 @@ func wrap(objs ...runtime.Object) ([]kube.Object, error) {
 	}
 	return out, nil
 }
+
+// fastStart is the startup probe of an add-on whose readiness others wait for (CoreDNS, flannel): the same
+// check as its readiness probe, every second until it first passes. The kubelet probes readiness once as
+// the container starts, which an add-on that still syncs with the API fails, and then only every period
+// (10 s), so its first Ready came up to ten seconds after it was; a passing startup probe makes the kubelet
+// probe readiness at once. It runs only until it passes, so a running add-on costs no more probes. Five
+// minutes to pass, not less: under emulation an add-on's first sync with a busy API server is slow, and a
+// startup probe that gives up kills the container.
+func fastStart(h corev1.ProbeHandler) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: h, PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 300}
+}
