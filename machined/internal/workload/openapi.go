@@ -23,11 +23,52 @@ var openAPIDocs = []struct{ path, accept string }{
 // openAPIWarmTimeout bounds the whole warm-up; past it the node goes on without it.
 const openAPIWarmTimeout = 5 * time.Minute
 
-// warmOpenAPI has this node's API server build and cache its OpenAPI documents while the boot waits for
-// the pod network, so a user's first kubectl after Running is answered from the cache instead of paying
-// the build (and timing out on a slow machine). The cache lives in the API server's memory: every boot
-// of every control plane does this. It never fails the boot: an API server that cannot answer now
-// builds the document on the first real request, as it would have anyway.
+// The warm-up waits for the add-ons, polling their health every openAPISettlePoll, for at most
+// openAPISettleMax after the node is Running.
+const (
+	openAPISettlePoll = 5 * time.Second
+	openAPISettleMax  = 3 * time.Minute
+)
+
+// warmOpenAPIWhenSettled warms the OpenAPI cache once this control plane's add-ons are ready (or
+// openAPISettleMax has passed), off the boot's path. The build is one vCPU of the API server for 20 to
+// 30 s under emulation: run while the boot waited for its pod network (until 2026-12-03), it held
+// Running back by that long and took the CPU the controller-manager's start needed, on which the
+// add-ons' pods wait. A kubectl that needs the v2 document before the warm-up has made it builds it
+// itself, and one that asks during the build waits for that build instead of starting another (the API
+// server computes it once, under a lock).
+func (w *Workload) warmOpenAPIWhenSettled(ctx context.Context) {
+	up := func(ctx context.Context) bool {
+		for _, c := range w.addonChecks(ctx) {
+			if c.Err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if !afterSettled(ctx, up, openAPISettlePoll, openAPISettleMax) {
+		return
+	}
+	w.warmOpenAPI(ctx) //nolint:errcheck // it logs its own trouble and never fails
+}
+
+// afterSettled waits until up reports true, asking every poll, or until limit has passed, and reports
+// whether ctx is still live.
+func afterSettled(ctx context.Context, up func(context.Context) bool, poll, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for !up(ctx) && time.Now().Before(deadline) {
+		if !sleep(ctx, poll) {
+			return false
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// warmOpenAPI has this node's API server build and cache its OpenAPI documents, so a user's kubectl is
+// answered from the cache instead of paying the build (and timing out on a slow machine). The cache
+// lives in the API server's memory: every boot of every control plane does this. It never fails
+// anything: an API server that cannot answer now builds the document on the first real request, as it
+// would have anyway.
 func (w *Workload) warmOpenAPI(ctx context.Context) error {
 	c, err := w.admin()
 	if err != nil {
@@ -67,21 +108,5 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-time.After(d):
 		return true
-	}
-}
-
-// alongside runs side while main runs, in the same task, and returns main's error once both are done:
-// work that must be finished by the end of the task without adding its own time to the boot, and that
-// stops with the task.
-func alongside(main, side func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			side(ctx) //nolint:errcheck // side reports its own trouble
-		}()
-		err := main(ctx)
-		<-done
-		return err
 	}
 }

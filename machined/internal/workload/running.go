@@ -26,8 +26,9 @@ const (
 
 // WhileRunning is the node's work while it is Running (node.Hooks.Running): the discovery names follow
 // the cluster's membership, a control plane puts on every Node the labels and taints its node asks for
-// (nodespec.go) and renews its certificates when they come due, which a node
-// that runs for months without a reboot needs. It returns when ctx ends.
+// (nodespec.go), renews its certificates when they come due, which a node that runs for months without
+// a reboot needs, and has its API server build its OpenAPI cache once the add-ons are up (openapi.go).
+// It returns when ctx ends.
 func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 	names := time.NewTicker(namesInterval)
 	defer names.Stop()
@@ -38,6 +39,7 @@ func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 	cp := c != nil && c.Machine.Type == config.TypeControlPlane
 	if cp {
 		w.approveServingCSRs(ctx) // this node's own kubelet asked while the control plane came up
+		go w.warmOpenAPIWhenSettled(ctx)
 	}
 	for {
 		select {

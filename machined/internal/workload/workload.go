@@ -132,9 +132,9 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	renew := t("certificates", w.renewCertificates)
 	nodeReady := wait("node-ready", w.waitNodeReady)
 	ready := []sequence.Task{wait("pod-network", w.podNetwork(false)), nodeReady}
-	// A control plane's API server builds its OpenAPI cache while the node waits for its pod network. The
-	// first control plane's Init gives its Node the PodCIDR itself (podcidr.go).
-	cpReady := []sequence.Task{wait("pod-network", alongside(w.podNetwork(seq == fsm.SeqInit), w.warmOpenAPI)), nodeReady}
+	// The first control plane's Init gives its Node the PodCIDR itself (podcidr.go). Its API server's
+	// OpenAPI cache is warmed once the node is Running and its add-ons are up (WhileRunning).
+	cpReady := []sequence.Task{wait("pod-network", w.podNetwork(seq == fsm.SeqInit)), nodeReady}
 	// Before the kubelet, which (on a worker) and whose host-network add-ons reach the API by the
 	// discovery name; WhileRunning keeps the names current from then on.
 	names := t("discovery-names", w.discoveryNames)

@@ -2,9 +2,7 @@ package workload
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,23 +71,39 @@ func TestHookOrder(t *testing.T) {
 	}
 }
 
-// TestAlongside checks that the side work has finished when the task returns, and that the task's
-// result is the main work's.
-func TestAlongside(t *testing.T) {
-	mainErr := errors.New("pod network not ready")
-	var sideDone atomic.Bool
-	run := alongside(
-		func(context.Context) error { return mainErr },
-		func(context.Context) error {
-			time.Sleep(20 * time.Millisecond)
-			sideDone.Store(true)
-			return errors.New("ignored")
-		},
-	)
-	if err := run(context.Background()); err != mainErr {
-		t.Errorf("alongside(main, side)() = %v, want main's %v", err, mainErr)
+// TestAfterSettled checks the warm-up's wait for the add-ons: it goes on as soon as they are up, goes on
+// anyway once the limit has passed, and gives up with the context.
+func TestAfterSettled(t *testing.T) {
+	tests := []struct {
+		name      string
+		upAt      int // the call to up that first reports true; 0 for never
+		cancelled bool
+		want      bool
+		wantCalls int // at least
+	}{
+		{"up at once", 1, false, true, 1},
+		{"up at the third look", 3, false, true, 3},
+		{"never up: goes on at the limit", 0, false, true, 2},
+		{"context ended", 0, true, false, 1},
 	}
-	if !sideDone.Load() {
-		t.Error("alongside returned before its side work finished")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancelled {
+				cancel()
+			}
+			calls := 0
+			up := func(context.Context) bool {
+				calls++
+				return tc.upAt > 0 && calls >= tc.upAt
+			}
+			if got := afterSettled(ctx, up, time.Millisecond, 50*time.Millisecond); got != tc.want {
+				t.Errorf("afterSettled() = %v, want %v", got, tc.want)
+			}
+			if calls < tc.wantCalls || (tc.upAt > 0 && calls != tc.upAt) {
+				t.Errorf("up was asked %d times, want %d", calls, max(tc.upAt, tc.wantCalls))
+			}
+		})
 	}
 }
