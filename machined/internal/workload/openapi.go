@@ -38,6 +38,9 @@ const (
 // itself, and one that asks during the build waits for that build instead of starting another (the API
 // server computes it once, under a lock).
 func (w *Workload) warmOpenAPIWhenSettled(ctx context.Context) {
+	if w.Renderer() == nil {
+		return // no Kubernetes on this node (sandbox mode without a payload): no API server to warm
+	}
 	up := func(ctx context.Context) bool {
 		for _, c := range w.addonChecks(ctx) {
 			if c.Err != nil {

@@ -107,3 +107,20 @@ func TestAfterSettled(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmOpenAPIWithoutKubernetes checks that a node with no Kubernetes set up (sandbox mode without a
+// payload reaches Running so) leaves the warm-up at once: its add-on checks need the rendered config.
+func TestWarmOpenAPIWithoutKubernetes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Workload{}).warmOpenAPIWhenSettled(ctx)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("warmOpenAPIWhenSettled waited on a node without Kubernetes")
+	}
+}
