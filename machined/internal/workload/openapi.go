@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/cairn-os/cairn/machined/internal/health"
 	"github.com/cairn-os/cairn/machined/internal/kubeapi"
 )
 
@@ -42,17 +44,12 @@ func (w *Workload) warmOpenAPIWhenSettled(ctx context.Context) {
 		return // no Kubernetes on this node (sandbox mode without a payload): no API server to warm
 	}
 	up := func(ctx context.Context) bool {
-		for _, c := range w.addonChecks(ctx) {
-			if c.Err != nil {
-				return false
-			}
-		}
-		return true
+		return !slices.ContainsFunc(w.addonChecks(ctx), func(c health.Check) bool { return c.Err != nil })
 	}
 	if !afterSettled(ctx, up, openAPISettlePoll, openAPISettleMax) {
 		return
 	}
-	w.warmOpenAPI(ctx) //nolint:errcheck // it logs its own trouble and never fails
+	w.warmOpenAPI(ctx)
 }
 
 // afterSettled waits until up reports true, asking every poll, or until limit has passed, and reports
@@ -72,11 +69,11 @@ func afterSettled(ctx context.Context, up func(context.Context) bool, poll, limi
 // lives in the API server's memory: every boot of every control plane does this. It never fails
 // anything: an API server that cannot answer now builds the document on the first real request, as it
 // would have anyway.
-func (w *Workload) warmOpenAPI(ctx context.Context) error {
+func (w *Workload) warmOpenAPI(ctx context.Context) {
 	c, err := w.admin()
 	if err != nil {
 		w.Log.Warn("OpenAPI documents not cached", "err", err)
-		return nil
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, openAPIWarmTimeout)
 	defer cancel()
@@ -91,11 +88,10 @@ func (w *Workload) warmOpenAPI(ctx context.Context) error {
 		if err != nil {
 			w.Log.Warn("OpenAPI document not cached: the first kubectl that needs it waits for the API server to build it",
 				"path", d.path, "err", err)
-			return nil
+			return
 		}
 		w.Log.Info("OpenAPI document cached", "path", d.path, "bytes", n, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return nil
 }
 
 // isTimeout tells the API server's own 504 (its request timeout) from other failures.
