@@ -234,7 +234,7 @@ func serve(ctx context.Context, o options, p cmdline.Params, plat platform, log 
 		EtcdOps:   etcdOps,
 		Upgrader:  upg,
 		Installer: inst,
-		Images:    &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs},
+		Images:    &images.Service{Paths: layout, Client: wl.ContainerdClient, Bundled: wl.BundledImages, Usage: statfs, Unpacking: wl.Unpacking},
 		Build:     server.Build{Version: version, Commit: commit}, Memory: proc.ResidentMemory, Profiles: profile.Runtime{}, Watchdog: plat.watchdog,
 		Network: plat.netState, Clock: plat.clockState(), TPM: plat.measured.State, PCRs: plat.measured.PCRs,
 		Attest: plat.attest},

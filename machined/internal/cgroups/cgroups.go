@@ -1,5 +1,5 @@
 // Package cgroups gives the node's own daemons cgroup v2 groups of their own, so that under contention
-// the CPU goes to the pods (the control plane's static pods among them) before it goes to the runtime.
+// each weighs what its work is worth against the pods (the control plane's static pods among them).
 //
 // Why: a process machined starts lands in the root cgroup, where each of its busy threads weighs as
 // much as a whole top-level group (a nice-0 thread and a cpu.weight of 100 get the same share). The
@@ -30,27 +30,41 @@ type Group struct {
 }
 
 // Runtime is the group of the node's runtime: containerd, with the CNI plugins it runs (they inherit
-// its group; its shims move to Shims, and the containers they start go to the kubelet's pod cgroups). A
-// weight of 25 against kubepods' 79 on two CPUs leaves containerd a quarter of the CPU while the pods
-// want all of it: enough to unpack an image and set up a pod's network, not enough to starve etcd and
-// the API server. Containerd's own group is a child, because cgroup v2
-// lets only a group without processes of its own divide a controller among children, and the kubelet
-// may join it there.
+// its group; its shims move to Shims, and the containers they start go to the kubelet's pod cgroups).
+// Containerd's own group is a child, because cgroup v2 lets only a group without processes of its own
+// divide a controller among children, and the kubelet may join it there.
 //
-// The kubelet stays in its container's own group, at the default weight: moved into Runtime (sharing
-// the 25 with containerd) on a busy emulated control plane, it answered its own probes late and
-// restarted flannel twice for failed liveness checks (1 s timeouts).
-func Runtime() Group { return Group{Path: "runtime", CPUWeight: 25} }
+// Its weight is the kernel's default, the kubelet's: every pod's start waits on containerd, which
+// creates the pod's network namespace and runs the CNI plugins before the pod's sandbox starts. At a
+// quarter of that weight (RuntimeUnpacking's), on an emulated control plane whose pods keep its two
+// CPUs busy, that step took 13.5-16.6 s for each CoreDNS pod; at the default weight 4.7-7.4 s (four
+// cluster creates side by side, 2026-12-03). Only an image unpack, which can take both CPUs for
+// minutes, needs the lower weight: see RuntimeUnpacking.
+//
+// The kubelet stays in its container's own group, at the default weight: moved into Runtime on a busy
+// emulated control plane, it answered its own probes late and restarted flannel twice for failed
+// liveness checks (1 s timeouts).
+func Runtime() Group { return Group{Path: "runtime", CPUWeight: 100} }
+
+// RuntimeUnpacking is Runtime's weight while containerd unpacks an image archive a user imports. A
+// weight of 25 against kubepods' 79 on two CPUs leaves containerd a quarter of the CPU while the pods
+// want all of it: enough to unpack, not enough to starve etcd and the API server. Unpacking at a full
+// weight on two threads took most of a two-vCPU control plane: the API server failed its liveness
+// probe and was restarted, and the controller-manager and the scheduler lost their leases. The node's
+// own images need no such care: the boot imports them before it starts the kubelet. An image the
+// kubelet pulls from a registry (Cairn is air-gapped unless the machine config names one) is unpacked
+// at Runtime's weight: containerd pulls for the CRI without telling machined.
+func RuntimeUnpacking() Group { return Group{Path: "runtime", CPUWeight: 25} }
 
 // Shims is the group of containerd's shims, with the runc they run: a top-level group at the kernel's
 // default weight, beside Runtime rather than in it. Starting a container, and deleting one that exited,
 // is a call from containerd to the pod's shim, which runs runc; containerd gives the call seconds. In
-// Runtime (25) on an emulated control plane whose CPUs are busy even when idle, the shim of a
-// controller-manager that had lost its lease could not delete the exited container in time, again and
+// Runtime, when its weight was 25, on an emulated control plane whose CPUs are busy even when idle, the
+// shim of a controller-manager that had lost its lease could not delete the exited container in time, again and
 // again: containerd never handled the exit, the kubelet saw the container Running and never restarted
 // it, and nothing in the cluster reconciled any more. A shim is idle between calls, so its weight costs
-// the pods nothing until a container starts or stops; containerd's own work (unpacking, the CNI
-// plugins) stays at Runtime's weight. containerd places each shim here (runc's ShimCgroup option).
+// the pods nothing until a container starts or stops; containerd's own work (the CNI plugins, an
+// unpack) stays at Runtime's weight. containerd places each shim here (runc's ShimCgroup option).
 func Shims() Group { return Group{Path: "shims", CPUWeight: 100} }
 
 // Containerd is containerd's group in Runtime.
@@ -89,6 +103,12 @@ func (h Hierarchy) Make(g Group) (string, error) {
 		return "", fmt.Errorf("cgroup %s: %w", g.Path, err)
 	}
 	return dir, nil
+}
+
+// Has says whether g's directory exists under the hierarchy.
+func (h Hierarchy) Has(g Group) bool {
+	fi, err := os.Stat(filepath.Join(h.Root, g.Path))
+	return err == nil && fi.IsDir()
 }
 
 // enable turns on, for dir's children, the controllers dir has that are not on yet. The CPU controller

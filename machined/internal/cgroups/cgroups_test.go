@@ -131,16 +131,17 @@ func TestMakeContainerdInRuntime(t *testing.T) {
 	if want := filepath.Join(root, "runtime", "containerd"); dir != want {
 		t.Errorf("Make(Containerd()) = %s, want %s", dir, want)
 	}
-	if got := read(t, filepath.Join(root, "runtime", "cpu.weight")); got != "25" {
-		t.Errorf("runtime cpu.weight = %q, want 25", got)
+	if got := read(t, filepath.Join(root, "runtime", "cpu.weight")); got != "100" {
+		t.Errorf("runtime cpu.weight = %q, want 100", got)
 	}
 	if got := read(t, filepath.Join(root, "runtime", "cgroup.subtree_control")); got != "+cpu +memory +pids" {
 		t.Errorf("runtime cgroup.subtree_control = %q, want the controllers enabled for containerd", got)
 	}
 }
 
-// The shims' group is a top-level group, not below Runtime: nested, it would share Runtime's low weight
-// with containerd, and a starved shim is what left an exited controller-manager unhandled.
+// The shims' group is a top-level group, not below Runtime: nested, it would share Runtime's weight with
+// containerd, low while containerd unpacks, and a starved shim is what left an exited controller-manager
+// unhandled.
 func TestShimsBesideRuntime(t *testing.T) {
 	root := fakeRoot(t, "cpu memory pids", "")
 	dir, err := Hierarchy{Root: root}.Make(Shims())
@@ -151,7 +152,43 @@ func TestShimsBesideRuntime(t *testing.T) {
 		t.Errorf("Make(Shims()) = %s, want a group directly below the root %s", dir, root)
 	}
 	got, err := strconv.Atoi(read(t, filepath.Join(dir, "cpu.weight")))
-	if err != nil || got <= Runtime().CPUWeight {
-		t.Errorf("shims cpu.weight = %d (%v), want more than the runtime's %d", got, err, Runtime().CPUWeight)
+	if err != nil || got <= RuntimeUnpacking().CPUWeight {
+		t.Errorf("shims cpu.weight = %d (%v), want more than the runtime's %d while it unpacks", got, err, RuntimeUnpacking().CPUWeight)
+	}
+}
+
+// An unpack lowers the runtime's weight and its end raises it again: the same group, its weight alone
+// rewritten, containerd's group below it untouched.
+func TestRuntimeUnpackingReweighs(t *testing.T) {
+	root := fakeRoot(t, "cpu memory pids", "")
+	h := Hierarchy{Root: root}
+	runtime, err := h.Make(Runtime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runtime, "cgroup.controllers"), []byte("cpu memory pids"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctrd, err := h.Make(Containerd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		g    Group
+		want string
+	}{{RuntimeUnpacking(), "25"}, {Runtime(), "100"}} {
+		dir, err := h.Make(step.g)
+		if err != nil {
+			t.Fatalf("Make(%+v): %v", step.g, err)
+		}
+		if dir != runtime {
+			t.Errorf("Make(%+v) = %s, want the runtime's group %s", step.g, dir, runtime)
+		}
+		if got := read(t, filepath.Join(runtime, "cpu.weight")); got != step.want {
+			t.Errorf("after Make(%+v): runtime cpu.weight = %q, want %s", step.g, got, step.want)
+		}
+		if got := read(t, filepath.Join(ctrd, "cpu.weight")); got != "100" {
+			t.Errorf("after Make(%+v): containerd's cpu.weight = %q, want 100 (untouched)", step.g, got)
+		}
 	}
 }

@@ -245,12 +245,24 @@ func TestImportContainerd(t *testing.T) {
 	cli, p := startContainerd(t)
 	ctx := context.Background()
 	nctx := namespaces.WithNamespace(ctx, Namespace)
-	s := &Service{Paths: p, Client: func() *client.Client { return cli }}
+	lowered := false // containerd's CPU weight, as the Unpacking hook left it
+	s := &Service{Paths: p, Client: func() *client.Client { return cli }, Unpacking: func() func() {
+		lowered = true
+		return func() { lowered = false }
+	}}
 
 	importArchive := func(t *testing.T, file string, b []byte) ([]Image, []Progress, error) {
 		t.Helper()
 		var progress []Progress
-		imgs, err := s.Import(ctx, headerFor(file, b), bytes.NewReader(b), func(p Progress) { progress = append(progress, p) })
+		imgs, err := s.Import(ctx, headerFor(file, b), bytes.NewReader(b), func(p Progress) {
+			if got := lowered; got != (p.Phase == PhaseUnpacking) {
+				t.Errorf("%s phase: containerd's weight lowered = %v, want it lowered while it unpacks and only then", p.Phase, got)
+			}
+			progress = append(progress, p)
+		})
+		if lowered {
+			t.Errorf("Import() returned with containerd's weight still lowered")
+		}
 		assertEmpty(t, s.SpoolDir())
 		return imgs, progress, err
 	}

@@ -44,6 +44,10 @@ type Service struct {
 	Bundled func() ([]string, error)
 	// Usage reports the size and use of the filesystem holding a path (nil: free space is not checked).
 	Usage func(path string) (size, used uint64, err error)
+	// Unpacking lowers containerd's share of the CPU while it imports and unpacks an archive, and returns
+	// what gives it back (nil: nothing to lower). An unpack can take both CPUs of a small node for
+	// minutes; the control plane's pods must not wait for it (cgroups.RuntimeUnpacking).
+	Unpacking func() (done func())
 
 	mu      sync.Mutex
 	running *running // the import in progress
@@ -158,10 +162,15 @@ func (s *Service) Import(ctx context.Context, h Header, data io.Reader, progress
 		defer zr.Close()
 		r = zr
 	}
+	done := func() {}
+	if s.Unpacking != nil {
+		done = s.Unpacking()
+	}
 	imgs, err := containerd.Import(ctx, cli, r, Namespace, containerd.ImportOptions{
 		RefName:   RefName,
 		Unpacking: func(name string) { progress(Progress{Phase: PhaseUnpacking, Image: name}) },
 	})
+	done()
 	if err != nil {
 		return nil, err
 	}
