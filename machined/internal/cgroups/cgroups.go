@@ -37,9 +37,9 @@ type Group struct {
 // Its weight is the kernel's default, the kubelet's: every pod's start waits on containerd, which
 // creates the pod's network namespace and runs the CNI plugins before the pod's sandbox starts. At a
 // quarter of that weight (RuntimeUnpacking's), on an emulated control plane whose pods keep its two
-// CPUs busy, that step took 13.5-16.6 s for each CoreDNS pod; at the default weight 4.7-7.4 s (four
-// cluster creates side by side, 2026-12-03). Only an image unpack, which can take both CPUs for
-// minutes, needs the lower weight: see RuntimeUnpacking.
+// CPUs busy, that step took 10.4-16.6 s for each CoreDNS pod; at the default weight 2.7-8.0 s (eight
+// cluster creates, alternating the two weights, 2026-12-03). Only an image unpack, which can take both
+// CPUs for minutes, needs the lower weight: see RuntimeUnpacking.
 //
 // The kubelet stays in its container's own group, at the default weight: moved into Runtime on a busy
 // emulated control plane, it answered its own probes late and restarted flannel twice for failed
