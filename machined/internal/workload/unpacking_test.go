@@ -35,9 +35,8 @@ func weight(t *testing.T, dir string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// runtimeGroups makes the runtime's and containerd's groups as containerd's start does, and returns the
-// runtime's.
-func runtimeGroups(t *testing.T, root string) string {
+// runtimeGroups makes the runtime's and containerd's groups as containerd's start does.
+func runtimeGroups(t *testing.T, root string) {
 	t.Helper()
 	h := cgroups.Hierarchy{Root: root}
 	runtime, err := h.Make(cgroups.Runtime())
@@ -50,7 +49,6 @@ func runtimeGroups(t *testing.T, root string) string {
 	if _, err := h.Make(cgroups.Containerd()); err != nil {
 		t.Fatal(err)
 	}
-	return runtime
 }
 
 func TestUnpacking(t *testing.T) {
