@@ -13,7 +13,7 @@ func (w *Workload) Unpacking() (done func()) {
 	if w.Sandbox {
 		return func() {}
 	}
-	h := cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}
+	h := w.cgroupHierarchy()
 	if !h.Has(cgroups.Containerd()) {
 		return func() {}
 	}

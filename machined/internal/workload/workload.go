@@ -357,7 +357,7 @@ func (w *Workload) runtimeCgroups() (containerd, shims string) {
 	if w.Sandbox {
 		return "", ""
 	}
-	h := cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}
+	h := w.cgroupHierarchy()
 	_, err := h.Make(cgroups.Runtime())
 	if err == nil {
 		containerd, err = h.Make(cgroups.Containerd())
@@ -372,6 +372,11 @@ func (w *Workload) runtimeCgroups() (containerd, shims string) {
 		return "", ""
 	}
 	return containerd, shims
+}
+
+// cgroupHierarchy is the node's cgroup v2 hierarchy, where the runtime's groups are made and reweighed.
+func (w *Workload) cgroupHierarchy() cgroups.Hierarchy {
+	return cgroups.Hierarchy{Root: w.Paths.Join("sys", "fs", "cgroup")}
 }
 
 func (w *Workload) containerdClient() *client.Client {
