@@ -65,7 +65,7 @@ func TestBench(t *testing.T) {
 	apiLatency(t, f, ns, b.Fingerprint)
 	bootIdleMemory(f, vm, ns, b.Fingerprint)
 	if os.Getenv("CAIRN_BENCH_INIT") != "0" {
-		initToRunning(t, f, ns, b.Fingerprint)
+		initToRunning(t, f, vm, ns, b.Fingerprint)
 	}
 	vm.Stop()
 
@@ -263,8 +263,8 @@ func recordMemory(ctx context.Context, f *figures, o client.Options, when, targe
 }
 
 // initToRunning inits the node and times the Init call to the node reporting Running (Kubernetes
-// Ready) and to CoreDNS ready.
-func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
+// Ready) and to CoreDNS ready, with the host CPU the VM used on the way (vmCPU).
+func initToRunning(t *testing.T, f *figures, vm *qemu.VM, n NodeState, fp string) {
 	l, err := Plan("bench", 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -282,10 +282,12 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	const what = "init to Running, node Ready (microvm, 2 vCPU, 2 GiB)"
 	fmt.Println("  init: sent; Running and CoreDNS take minutes under emulation")
 	start := time.Now()
+	cpu := newVMCPU(vm)
 	var tasks []string
 	err = initNode(ctx, client.Options{Endpoint: n.APIEndpoint(), Token: n.Token, Fingerprint: fp}, data, "", func(e *machine.Event) {
 		if e.Kind == "task" && e.Outcome == "done" && e.Started != nil {
 			tasks = append(tasks, fmt.Sprintf("%s %.1fs", e.Task, e.Time.AsTime().Sub(e.Started.AsTime()).Seconds()))
+			cpu.phase(e.Task, 2*time.Second)
 		}
 	})
 	if err != nil {
@@ -302,13 +304,16 @@ func initToRunning(t *testing.T, f *figures, n NodeState, fp string) {
 	}
 	f.add(what, "s", time.Since(start).Seconds(), "≤ 120 s", "tasks: "+strings.Join(tasks, ", "))
 	fmt.Printf("  init: node Ready after %.1fs\n", time.Since(start).Seconds())
+	cpu.phase("Running", 2*time.Second)
 	o := client.Options{Endpoint: n.APIEndpoint(), Context: cctx}
 	if err := waitCheck(ctx, o, "coredns"); err != nil {
 		f.add("init to CoreDNS ready", "s", 0, "≤ 150 s", err.Error())
 	} else {
 		f.add("init to CoreDNS ready", "s", time.Since(start).Seconds(), "≤ 150 s", "")
 		fmt.Printf("  init: CoreDNS ready after %.1fs\n", time.Since(start).Seconds())
+		cpu.phase("CoreDNS ready", 0)
 	}
+	cpu.record(f, "host cores the VM kept busy, Init to CoreDNS ready")
 	recordMemory(ctx, f, o, "in Running", "")
 	// The figure is machined's memory once the node has run a while: what start-up and Init
 	// touched is given back 10 s after the sequence, and what the steady work (health checks, the
