@@ -35,6 +35,7 @@ func (w *Workload) mountPayload(ctx context.Context) error {
 	w.payloadMounted = true
 	w.mu.Unlock()
 	w.Log.Info("payload checked and mounted", "dir", w.Payload.Dir, "took", time.Since(start).Round(time.Millisecond))
+	w.prefetchPayload()
 	return nil
 }
 
