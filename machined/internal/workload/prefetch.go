@@ -24,7 +24,7 @@ var (
 // have room (make bench's CPU row: 1.2-1.6 of 2 cores then, against about 1.9 once the API server
 // starts), instead of on the kubelet's and etcd's start. Measured under emulation (one-node creates):
 // the kubelet's first line came 3.9 and 4.4 s after machined started it, against 6.1-10.7 s (mostly 8-9)
-// in twenty creates without; containerd's start took about a second longer beside the read. The pages
+// in 21 creates without; containerd's start took about a second longer beside the read. The pages
 // stay in the page cache (they are read, not mapped: no process's memory grows), where the kernel can
 // take them back.
 func (w *Workload) prefetchPayload() {
