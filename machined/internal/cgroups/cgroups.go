@@ -62,9 +62,10 @@ func RuntimeUnpacking() Group { return Group{Path: "runtime", CPUWeight: 25} }
 // Runtime, when its weight was 25, on an emulated control plane whose CPUs are busy even when idle, the
 // shim of a controller-manager that had lost its lease could not delete the exited container in time,
 // again and again: containerd never handled the exit, the kubelet saw the container Running and never
-// restarted it, and nothing in the cluster reconciled any more. A shim is idle between calls, so its weight costs
-// the pods nothing until a container starts or stops; containerd's own work (the CNI plugins, an
-// unpack) stays at Runtime's weight. containerd places each shim here (runc's ShimCgroup option).
+// restarted it, and nothing in the cluster reconciled any more. A shim is idle between calls, so its
+// weight costs the pods nothing until a container starts or stops; containerd's own work (the CNI
+// plugins, an unpack) stays at Runtime's weight. containerd places each shim here (runc's ShimCgroup
+// option).
 func Shims() Group { return Group{Path: "shims", CPUWeight: 100} }
 
 // Containerd is containerd's group in Runtime.
