@@ -289,23 +289,19 @@ func (p Proxy) ModeOrDefault() string {
 	return p.Mode
 }
 
-// DefaultCoreDNSReplicas: two, so DNS survives one node or one pod going away.
+// DefaultCoreDNSReplicas is how many CoreDNS replicas a cluster of two nodes or more runs when the
+// config sets none: two, so DNS survives one node or one pod going away. A cluster of one node runs one
+// (the rule of kops' DNS autoscaler, preventSinglePointFailure): a second pod beside the first survives
+// no node loss, and on a small node its start and memory are paid while the cluster comes up.
 const DefaultCoreDNSReplicas = 2
 
 // CoreDNS configures the cluster's DNS, served by CoreDNS behind the kube-dns Service.
 type CoreDNS struct {
 	// Disabled leaves CoreDNS out, for users who bring their own cluster DNS (at the same Service address).
 	Disabled bool `yaml:"disabled,omitempty" json:"disabled,omitempty"`
-	// Replicas of the CoreDNS Deployment; 2 by default, spread over nodes when there are several.
+	// Replicas of the CoreDNS Deployment, fixed. Unset, the control planes keep it at one while the
+	// cluster has one schedulable node and at 2 from its second on (spread over nodes).
 	Replicas int32 `yaml:"replicas,omitempty" json:"replicas,omitempty"`
-}
-
-// ReplicasOrDefault is the number of CoreDNS replicas to run.
-func (c CoreDNS) ReplicasOrDefault() int32 {
-	if c.Replicas == 0 {
-		return DefaultCoreDNSReplicas
-	}
-	return c.Replicas
 }
 
 // ClusterNetwork holds the cluster's address ranges.

@@ -57,6 +57,7 @@ func TestControlPlane(t *testing.T) {
 		out := mustCtl(t, 10*time.Minute, append(mtls(), "health")...)
 		t.Logf("cairnctl health:\n%s", out)
 		waitNodeReady(t, kc, n.Name)
+		waitCoreDNSOn(t, kc, n.Name) // a cluster of one node: one replica
 		kubectl(t, kc, "run", "echo", "--image=cairn.local/echo:v1", "--image-pull-policy=Never", "--restart=Never", "--port=8080",
 			`--overrides={"spec":{"tolerations":[{"operator":"Exists"}]}}`)
 		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo", "--timeout=5m")
@@ -233,6 +234,7 @@ func TestJoin(t *testing.T) {
 	}()
 	waitNodeReady(t, kc, c.Nodes[0].Name)
 	waitNodeReady(t, kc, w.Name)
+	waitCoreDNSOn(t, kc, c.Nodes[0].Name, w.Name) // a second replica once the worker is Ready, on it
 	kubectl(t, kc, "run", "echo-w", "--image=cairn.local/echo:v1", "--image-pull-policy=Never", "--restart=Never", "--port=8080",
 		`--overrides={"spec":{"nodeName":"`+w.Name+`"}}`)
 	kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo-w", "--timeout=5m")

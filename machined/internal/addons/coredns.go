@@ -74,7 +74,7 @@ func coreDNS(o Options) ([]kube.Object, error) {
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 	}
 
-	replicas := o.CoreDNS.ReplicasOrDefault()
+	replicas := o.coreDNSReplicas()
 	maxUnavailable := intstr.FromInt32(1)
 	deploy := &appsv1.Deployment{
 		TypeMeta:   typeDeployment,

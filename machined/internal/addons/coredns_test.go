@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-os/cairn/api/config"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -34,17 +33,21 @@ func TestKubeDNSServiceIP(t *testing.T) {
 	}
 }
 
-func TestCoreDNSReplicas(t *testing.T) {
-	for _, c := range []struct{ set, want int32 }{
-		{0, config.DefaultCoreDNSReplicas},
-		{1, 1},
-		{3, 3},
+func TestCoreDNSReplicasRendered(t *testing.T) {
+	for _, c := range []struct {
+		set, worked, want int32
+	}{
+		{0, 2, 2},
+		{0, 1, 1},
+		{0, 0, 1}, // the caller worked nothing out: one pod, never none
+		{1, 2, 1}, // a configured count wins
+		{3, 1, 3},
 	} {
 		o := testOptions()
-		o.CoreDNS.Replicas = c.set
+		o.CoreDNS.Replicas, o.CoreDNSReplicas = c.set, c.worked
 		d := deployment(t, mustRender(t, o))
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != c.want {
-			t.Errorf("Replicas %d: rendered %v, want %d", c.set, d.Spec.Replicas, c.want)
+			t.Errorf("Replicas %d, worked out %d: rendered %v, want %d", c.set, c.worked, d.Spec.Replicas, c.want)
 		}
 	}
 }

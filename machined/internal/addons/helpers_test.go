@@ -32,8 +32,9 @@ func testOptions() Options {
 			CoreDNS:   "registry.k8s.io/coredns/coredns:v1.15.0",
 			Flannel:   "cairn.local/flannel:v0.28.10",
 		},
-		CNI:       config.CNIFlannel,
-		HostPaths: DefaultHostPaths(paths.Paths{Root: "/"}),
+		CNI:             config.CNIFlannel,
+		HostPaths:       DefaultHostPaths(paths.Paths{Root: "/"}),
+		CoreDNSReplicas: 2, // a cluster of several nodes
 	}
 }
 

@@ -99,6 +99,9 @@ type Options struct {
 	Images       Images
 	Proxy        config.Proxy
 	CoreDNS      config.CoreDNS
+	// CoreDNSReplicas is the count CoreDNS runs when CoreDNS.Replicas is unset: CoreDNSReplicas' answer
+	// for the cluster's nodes. Zero renders one.
+	CoreDNSReplicas int32
 	// CNI is cluster.network.cni; flannel's objects are rendered only for config.CNIFlannel (the default,
 	// also when empty).
 	CNI       string
@@ -222,7 +225,7 @@ func (o Options) validate() (endpoint, error) {
 	}
 	if !o.CoreDNS.Disabled {
 		image("CoreDNS", o.Images.CoreDNS)
-		if r := o.CoreDNS.ReplicasOrDefault(); r < 1 {
+		if r := o.CoreDNS.Replicas; r < 0 {
 			add("CoreDNS.Replicas %d is not a positive number (set CoreDNS.Disabled to run none)", r)
 		}
 	}

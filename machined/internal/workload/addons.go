@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/addons"
 	"github.com/cairn-os/cairn/machined/internal/kube"
@@ -48,11 +50,25 @@ func (w *Workload) addonOptions() addons.Options {
 // keep what others made them. An add-on switched off in the config is left alone, never deleted: a
 // user who brings their own removes Cairn's (DESIGN.md §12).
 func (w *Workload) applyAddons(ctx context.Context) error {
-	objs, err := addons.Render(w.addonOptions())
+	c, err := w.admin()
 	if err != nil {
 		return err
 	}
-	c, err := w.admin()
+	o := w.addonOptions()
+	if !o.CoreDNS.Disabled && o.CoreDNS.Replicas == 0 {
+		err := untilInvalid(ctx, retryEvery, func(ctx context.Context) (err error) {
+			var nodes corev1.NodeList
+			if err := c.Get(ctx, "/api/v1/nodes", &nodes); err != nil {
+				return fmt.Errorf("list nodes: %w", err)
+			}
+			_, o.CoreDNSReplicas, _, err = w.coreDNSReplicas(ctx, c, nodes.Items)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("CoreDNS's replica count: %w", err)
+		}
+	}
+	objs, err := addons.Render(o)
 	if err != nil {
 		return err
 	}

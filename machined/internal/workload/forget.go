@@ -48,7 +48,8 @@ func (w *Workload) markLeft(ctx context.Context) error {
 }
 
 // nodePass is a control plane's pass over the cluster's Nodes while Running (every namesInterval): the
-// Nodes of nodes that left are deleted, and the others get the labels and taints they ask for.
+// Nodes of nodes that left are deleted, the others get the labels and taints they ask for, and CoreDNS's
+// replica count follows how many there are (dnsscale.go).
 func (w *Workload) nodePass(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -58,6 +59,7 @@ func (w *Workload) nodePass(ctx context.Context) {
 	}
 	w.forgetLeftNodes(ctx, c, nodes)
 	w.applyNodeSpecs(ctx, c, nodes)
+	w.scaleCoreDNS(ctx, c, nodes)
 }
 
 // adminNodes lists the cluster's Nodes with a control plane's admin client.

@@ -26,8 +26,9 @@ const (
 
 // WhileRunning is the node's work while it is Running (node.Hooks.Running): the discovery names follow
 // the cluster's membership, a control plane puts on every Node the labels and taints its node asks for
-// (nodespec.go), renews its certificates when they come due, which a node that runs for months without
-// a reboot needs, and has its API server build its OpenAPI cache once the add-ons are up (openapi.go).
+// (nodespec.go), keeps CoreDNS's replica count to the cluster's size (dnsscale.go), renews its
+// certificates when they come due, which a node that runs for months without a reboot needs, and has
+// its API server build its OpenAPI cache once the add-ons are up (openapi.go).
 // It returns when ctx ends.
 func (w *Workload) WhileRunning(ctx context.Context, c *config.MachineConfig) {
 	names := time.NewTicker(namesInterval)
