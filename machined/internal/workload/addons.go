@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/addons"
 	"github.com/cairn-os/cairn/machined/internal/kube"
@@ -56,12 +54,12 @@ func (w *Workload) applyAddons(ctx context.Context) error {
 	}
 	o := w.addonOptions()
 	if !o.CoreDNS.Disabled && o.CoreDNS.Replicas == 0 {
-		err := untilInvalid(ctx, retryEvery, func(ctx context.Context) (err error) {
-			var nodes corev1.NodeList
-			if err := c.Get(ctx, "/api/v1/nodes", &nodes); err != nil {
+		err := untilInvalid(ctx, retryEvery, func(ctx context.Context) error {
+			c, nodes, err := w.adminNodes(ctx)
+			if err != nil {
 				return fmt.Errorf("list nodes: %w", err)
 			}
-			_, o.CoreDNSReplicas, _, err = w.coreDNSReplicas(ctx, c, nodes.Items)
+			_, o.CoreDNSReplicas, _, err = w.coreDNSReplicas(ctx, c, nodes)
 			return err
 		})
 		if err != nil {
