@@ -65,8 +65,8 @@ func renderCorefile(o Options) string {
 }
 
 // coreDNS renders the cluster DNS as kubeadm does: a CoreDNS Deployment behind the kube-dns Service at
-// the address the kubelets give pods as their nameserver.
-func coreDNS(o Options) ([]kube.Object, error) {
+// the address the kubelets give pods as their nameserver. ep is the API server CoreDNS watches.
+func coreDNS(o Options, ep endpoint) ([]kube.Object, error) {
 	cm := configMap(coreDNSName, coreDNSLabels, map[string]string{corefileKey: renderCorefile(o)})
 
 	rules := []rbacv1.PolicyRule{
@@ -89,7 +89,7 @@ func coreDNS(o Options) ([]kube.Object, error) {
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: coreDNSLabels},
-				Spec:       coreDNSPod(o),
+				Spec:       coreDNSPod(o, ep),
 			},
 		},
 	}
@@ -131,14 +131,23 @@ func coreDNS(o Options) ([]kube.Object, error) {
 	)
 }
 
-// coreDNSPod is kubeadm's CoreDNS pod.
+// coreDNSPod is kubeadm's CoreDNS pod, but for the way it reaches the API server.
+//
+// Its kubernetes plugin watches the API through the cluster endpoint, as flannel does, not through the
+// kubernetes Service the kubelet would name: that address works only once kube-proxy on the node has
+// written its rules, and CoreDNS is not ready until its watch has synced. On a node that starts, kube-proxy's
+// own pod, start and first sync came after CoreDNS's start (2026-12-03: CoreDNS listed the Service
+// address in vain for 11 s), and a cluster whose Service proxy is off or broken would have no DNS. The
+// in-cluster client still takes the service account's token and CA; the endpoint's name is in the node's
+// /etc/hosts, which is mounted for it.
 //
 // Replicas spread over nodes with kubeadm's preferred anti-affinity: with two replicas and two nodes each
 // gets one, and a single node still runs both. No topologySpreadConstraint on top: for the few replicas
 // DNS needs it would decide nothing the anti-affinity does not, and neither moves a pod that was placed
 // before the other nodes joined (the scheduler's default spreading covers larger counts).
-func coreDNSPod(o Options) corev1.PodSpec {
+func coreDNSPod(o Options, ep endpoint) corev1.PodSpec {
 	noEscalation, readOnlyRoot, nonRoot := false, true, true
+	hostsMounts, hostsVolumes := etcHosts(o.HostPaths)
 	container := corev1.Container{
 		Name:            coreDNSName,
 		Image:           o.Images.CoreDNS,
@@ -155,7 +164,9 @@ func coreDNSPod(o Options) corev1.PodSpec {
 			Requests: quantities("100m", "70Mi"),
 			Limits:   quantities("", "170Mi"),
 		},
-		VolumeMounts: []corev1.VolumeMount{{Name: "config-volume", MountPath: coreDNSConfigDir, ReadOnly: true}},
+		Env: apiServerEnv(ep),
+		VolumeMounts: append([]corev1.VolumeMount{{Name: "config-volume", MountPath: coreDNSConfigDir, ReadOnly: true}},
+			hostsMounts...),
 		LivenessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: "/health", Port: intstr.FromString("liveness-probe"), Scheme: corev1.URISchemeHTTP,
@@ -218,7 +229,7 @@ func coreDNSPod(o Options) corev1.PodSpec {
 			Sysctls:        []corev1.Sysctl{{Name: unprivilegedPortStart, Value: fmt.Sprint(dnsPort)}},
 		},
 		Containers: []corev1.Container{container},
-		Volumes: []corev1.Volume{configMapVolume("config-volume", coreDNSName,
-			corev1.KeyToPath{Key: corefileKey, Path: corefileKey})},
+		Volumes: append([]corev1.Volume{configMapVolume("config-volume", coreDNSName,
+			corev1.KeyToPath{Key: corefileKey, Path: corefileKey})}, hostsVolumes...),
 	}
 }

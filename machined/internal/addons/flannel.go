@@ -120,7 +120,7 @@ func flannelPod(o Options, ep endpoint) corev1.PodSpec {
 			"--iface=$(NODE_IP)",
 			fmt.Sprintf("--healthz-port=%d", flannelHealthzPort),
 		},
-		Env: []corev1.EnvVar{
+		Env: append([]corev1.EnvVar{
 			fieldEnv("POD_NAME", "metadata.name"),
 			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 			// Saves flannel looking its pod up to learn the node's name.
@@ -128,12 +128,7 @@ func flannelPod(o Options, ep endpoint) corev1.PodSpec {
 			fieldEnv("NODE_IP", "status.hostIP"),
 			{Name: "EVENT_QUEUE_DEPTH", Value: "5000"},
 			{Name: "CONT_WHEN_CACHE_NOT_READY", Value: "false"},
-			// The API through the cluster endpoint, not the kubernetes Service the kubelet would put here:
-			// that needs kube-proxy, and pods on other nodes need flannel. The in-cluster client takes
-			// the service account's token and CA as usual.
-			{Name: "KUBERNETES_SERVICE_HOST", Value: ep.host},
-			{Name: "KUBERNETES_SERVICE_PORT", Value: ep.port},
-		},
+		}, apiServerEnv(ep)...),
 		Ports: []corev1.ContainerPort{{Name: "healthz", ContainerPort: flannelHealthzPort, Protocol: corev1.ProtocolTCP}},
 		LivenessProbe: &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: healthz}},

@@ -112,6 +112,18 @@ func etcHosts(hp HostPaths) ([]corev1.VolumeMount, []corev1.Volume) {
 		[]corev1.Volume{hostPathVolume("etc-hosts", hp.EtcHosts, &t)}
 }
 
+// apiServerEnv points a pod's in-cluster client at the cluster endpoint instead of the kubernetes
+// Service the kubelet puts in these two variables (a container's own value wins): the Service address
+// works only once kube-proxy has written its rules, and pods on other nodes only once flannel runs. The
+// client still takes the service account's token and CA, and the API server's certificate names the
+// endpoint.
+func apiServerEnv(ep endpoint) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "KUBERNETES_SERVICE_HOST", Value: ep.host},
+		{Name: "KUBERNETES_SERVICE_PORT", Value: ep.port},
+	}
+}
+
 // fieldEnv is an environment variable from the downward API.
 func fieldEnv(name, fieldPath string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{

@@ -126,7 +126,7 @@ func Render(o Options) ([]kube.Object, error) {
 		objs = append(objs, p...)
 	}
 	if !o.CoreDNS.Disabled {
-		c, err := coreDNS(o)
+		c, err := coreDNS(o, ep)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +161,7 @@ func applyRank(o kube.Object) int {
 	}
 }
 
-// endpoint is APIServer split for flannel's KUBERNETES_SERVICE_HOST/PORT.
+// endpoint is APIServer split for KUBERNETES_SERVICE_HOST/PORT (flannel's and CoreDNS's).
 type endpoint struct{ host, port string }
 
 var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`)

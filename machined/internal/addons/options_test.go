@@ -26,7 +26,7 @@ func TestGolden(t *testing.T) {
 		render func() ([]kube.Object, error)
 	}{
 		{"kube-proxy.yaml", func() ([]kube.Object, error) { return kubeProxy(o) }},
-		{"coredns.yaml", func() ([]kube.Object, error) { return coreDNS(o) }},
+		{"coredns.yaml", func() ([]kube.Object, error) { return coreDNS(o, ep) }},
 		{"flannel.yaml", func() ([]kube.Object, error) { return flannel(o, ep) }},
 	} {
 		t.Run(c.file, func(t *testing.T) {
@@ -277,17 +277,22 @@ func TestDefaultHostPaths(t *testing.T) {
 	}
 }
 
-// With discovery names, the host-network add-ons reach the API by api.internal.<cluster> and read it
+// With discovery names, the add-ons that talk to the API reach it by api.internal.<cluster> and read it
 // from the node's /etc/hosts itself, not from the copy the kubelet makes when the pod starts (a
 // control plane's new address would never reach it); without them (sandbox mode), no such mount.
+// Flannel and CoreDNS take the endpoint, not the kubernetes Service, whose address needs kube-proxy's rules.
 func TestEtcHostsMount(t *testing.T) {
 	for _, hosts := range []string{"", "/etc/hosts"} {
 		o := testOptions()
 		o.APIServer = "https://api.internal.demo:6443"
 		o.HostPaths.EtcHosts = hosts
 		objs := mustRender(t, o)
-		for _, ds := range []string{KubeProxyDaemonSet, FlannelDaemonSet} {
-			spec := daemonSet(t, objs, ds).Spec.Template.Spec
+		specs := map[string]corev1.PodSpec{
+			KubeProxyDaemonSet: daemonSet(t, objs, KubeProxyDaemonSet).Spec.Template.Spec,
+			FlannelDaemonSet:   daemonSet(t, objs, FlannelDaemonSet).Spec.Template.Spec,
+			CoreDNSDeployment:  deployment(t, objs).Spec.Template.Spec,
+		}
+		for name, spec := range specs {
 			var mounted, volume bool
 			for _, m := range spec.Containers[0].VolumeMounts {
 				mounted = mounted || m.MountPath == "/etc/hosts" && m.ReadOnly
@@ -298,18 +303,20 @@ func TestEtcHostsMount(t *testing.T) {
 			}
 			if want := hosts != ""; mounted != want || volume != want {
 				t.Errorf("EtcHosts %q: %s mounts /etc/hosts read-only = %v, from a File host path = %v; want %v",
-					hosts, ds, mounted, volume, want)
+					hosts, name, mounted, volume, want)
 			}
 		}
-	}
-	if flannelHost := daemonSetContainer(t, mustRender(t, func() Options {
-		o := testOptions()
-		o.APIServer = "https://api.internal.demo:6443"
-		return o
-	}()), FlannelDaemonSet).Env; !slices.ContainsFunc(flannelHost, func(e corev1.EnvVar) bool {
-		return e.Name == "KUBERNETES_SERVICE_HOST" && e.Value == "api.internal.demo"
-	}) {
-		t.Errorf("flannel's KUBERNETES_SERVICE_HOST is not the discovery name: %+v", flannelHost)
+		for _, name := range []string{FlannelDaemonSet, CoreDNSDeployment} {
+			env := specs[name].Containers[0].Env
+			for _, want := range []corev1.EnvVar{
+				{Name: "KUBERNETES_SERVICE_HOST", Value: "api.internal.demo"},
+				{Name: "KUBERNETES_SERVICE_PORT", Value: "6443"},
+			} {
+				if !slices.Contains(env, want) {
+					t.Errorf("%s's environment %+v lacks %s=%s", name, env, want.Name, want.Value)
+				}
+			}
+		}
 	}
 	o := testOptions()
 	o.HostPaths.EtcHosts = "etc/hosts"
