@@ -21,7 +21,7 @@ type Clients struct {
 }
 
 type cachedClient struct {
-	file     [sha256.Size]byte // the kubeconfig's bytes
+	file     [sha256.Size]byte // the kubeconfig's bytes (FromKubeconfig)
 	certFile string            // the client certificate file it names, if any
 	cert     [sha256.Size]byte // that file's bytes
 	sum      [sha256.Size]byte // the credentials
@@ -51,19 +51,34 @@ func (cs *Clients) FromKubeconfig(path, server string) (*Client, error) {
 	if certFile != "" {
 		cert = sha256.Sum256(k.cert) // the file's bytes, as parseKubeconfig read them
 	}
+	return cs.forCredentials(key, k, cachedClient{file: file, certFile: certFile, cert: cert})
+}
+
+// FromPEM is New, reusing the client made last time for server from the same PEM credentials: etcd's
+// health checks, which machined asks every few seconds (Init's wait, cairnctl health), and whose every
+// new client was one more TLS handshake with etcd and one more kept-alive connection left open until it
+// timed out.
+func (cs *Clients) FromPEM(server string, caPEM, certPEM, keyPEM []byte) (*Client, error) {
+	return cs.forCredentials("pem\x00"+server, credentials{server: []byte(server), ca: caPEM, cert: certPEM, key: keyPEM}, cachedClient{})
+}
+
+// forCredentials returns the client kept under key when it was made from the same credentials, and
+// otherwise makes one, keeps it with entry's record of where the credentials came from and closes the
+// old one's idle connections.
+func (cs *Clients) forCredentials(key string, k credentials, entry cachedClient) (*Client, error) {
 	h := sha256.New()
 	for _, b := range [][]byte{k.server, k.ca, k.cert, k.key} {
 		h.Write(b)
 		h.Write([]byte{0}) // keeps "ab"+"c" apart from "a"+"bc"
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	h.Sum(entry.sum[:0])
 
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if old, ok := cs.m[key]; ok {
-		if old.sum == sum {
-			cs.m[key] = cachedClient{file: file, certFile: certFile, cert: cert, sum: sum, c: old.c}
+		if old.sum == entry.sum {
+			entry.c = old.c
+			cs.m[key] = entry
 			return old.c, nil
 		}
 		old.c.closeIdle()
@@ -75,7 +90,8 @@ func (cs *Clients) FromKubeconfig(path, server string) (*Client, error) {
 	if cs.m == nil {
 		cs.m = map[string]cachedClient{}
 	}
-	cs.m[key] = cachedClient{file: file, certFile: certFile, cert: cert, sum: sum, c: c}
+	entry.c = c
+	cs.m[key] = entry
 	return c, nil
 }
 

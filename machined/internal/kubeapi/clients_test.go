@@ -132,6 +132,63 @@ func TestClientsRotatedCertificate(t *testing.T) {
 	}
 }
 
+// TestClientsFromPEM: etcd's health check, asked every few seconds, keeps one connection while its
+// certificate files are unchanged, gets a new client when one is re-issued, and is kept apart from a
+// kubeconfig's client of the same server.
+func TestClientsFromPEM(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"health":"true"}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	kc := filepath.Join(t.TempDir(), "etcd.conf")
+	creds := func() credentials {
+		t.Helper()
+		writeKubeconfig(t, kc, srv) // a new client certificate each time
+		k, err := readKubeconfig(kc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	var cs Clients
+	get := func(k credentials) *Client {
+		t.Helper()
+		c, err := cs.FromPEM(srv.URL, k.ca, k.cert, k.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if err := c.Get(context.Background(), "/health", &v); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	k := creds()
+	first := get(k)
+	for range 4 {
+		if c := get(k); c != first {
+			t.Fatalf("Clients.FromPEM made a new client for unchanged credentials")
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Errorf("5 health checks through Clients.FromPEM opened %d connections, want 1", got)
+	}
+	reissued := get(creds())
+	if reissued == first {
+		t.Errorf("Clients.FromPEM kept the client of a re-issued certificate")
+	}
+	if c, err := cs.FromKubeconfig(kc, ""); err != nil || c == reissued {
+		t.Errorf("FromKubeconfig of the same server and credentials = %p, %v; want a client of its own, not FromPEM's %p", c, err, reissued)
+	}
+}
+
 // writeKubeconfig writes a kubeconfig for srv with a new self-signed client certificate.
 func writeKubeconfig(t *testing.T, path string, srv *httptest.Server) {
 	t.Helper()

@@ -32,10 +32,12 @@ func (w *Workload) KubeAPI() (*kubeapi.Client, error) {
 	return w.admin()
 }
 
+// etcdClient is the client of etcd's /health, as the kubeadm health-check client; one kept-alive connection
+// while its certificate is unchanged (kubeClients).
 func (w *Workload) etcdClient() (*kubeapi.Client, error) {
 	l := w.Renderer().Layout()
 	read := func(name string) []byte { b, _ := os.ReadFile(l.PKIFile(name)); return b }
-	return kubeapi.New("https://127.0.0.1:2379", read(kube.EtcdCACert), read(kube.EtcdHealthcheckCert), read(kube.EtcdHealthcheckKey))
+	return w.kubeClients.FromPEM("https://127.0.0.1:2379", read(kube.EtcdCACert), read(kube.EtcdHealthcheckCert), read(kube.EtcdHealthcheckKey))
 }
 
 // EtcdHealthy checks etcd's /health as the kubeadm health-check client does.

@@ -103,7 +103,8 @@ type Workload struct {
 	// payloadMounted: the payload was checked and mounted this boot.
 	payloadMounted bool
 	cfg            *config.MachineConfig
-	// kubeClients keeps the clients of the API server, one kept-alive connection each (admin, nodeClient).
+	// kubeClients keeps the clients of the API server (admin, nodeClient) and of etcd's health check, one
+	// kept-alive connection each.
 	kubeClients kubeapi.Clients
 }
 
