@@ -25,43 +25,14 @@ import (
 // TestClientsReuseTheConnection: periodic calls through Clients cost one TLS connection, not one each,
 // and a changed credential gets a new client.
 func TestClientsReuseTheConnection(t *testing.T) {
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte(`{}`))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.StartTLS()
-	defer srv.Close()
+	srv, conns := countingServer(t, `{}`)
 	kc := filepath.Join(t.TempDir(), "admin.conf")
 	writeKubeconfig(t, kc, srv)
 
-	call := func(get func() (*Client, error)) *Client {
-		t.Helper()
-		c, err := get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v map[string]any
-		if err := c.Get(context.Background(), "/readyz", &v); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	call := func(get func() (*Client, error)) *Client { t.Helper(); return mustGet(t, "/readyz", get) }
 	var cs Clients
 	cached := func() (*Client, error) { return cs.FromKubeconfig(kc, "") }
-	first := call(cached)
-	for range 4 {
-		if c := call(cached); c != first {
-			t.Fatalf("Clients.FromKubeconfig made a new client for an unchanged kubeconfig")
-		}
-	}
-	if got := conns.Load(); got != 1 {
-		t.Errorf("5 calls through Clients opened %d connections, want 1", got)
-	}
+	first := oneClientFiveCalls(t, "Clients.FromKubeconfig", conns, func() *Client { return call(cached) })
 
 	conns.Store(0)
 	for range 2 {
@@ -136,17 +107,7 @@ func TestClientsRotatedCertificate(t *testing.T) {
 // certificate files are unchanged, gets a new client when one is re-issued, and is kept apart from a
 // kubeconfig's client of the same server.
 func TestClientsFromPEM(t *testing.T) {
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte(`{"health":"true"}`))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.StartTLS()
-	defer srv.Close()
+	srv, conns := countingServer(t, `{"health":"true"}`)
 	kc := filepath.Join(t.TempDir(), "etcd.conf")
 	creds := func() credentials {
 		t.Helper()
@@ -160,26 +121,10 @@ func TestClientsFromPEM(t *testing.T) {
 	var cs Clients
 	get := func(k credentials) *Client {
 		t.Helper()
-		c, err := cs.FromPEM(srv.URL, k.ca, k.cert, k.key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v map[string]any
-		if err := c.Get(context.Background(), "/health", &v); err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return mustGet(t, "/health", func() (*Client, error) { return cs.FromPEM(srv.URL, k.ca, k.cert, k.key) })
 	}
 	k := creds()
-	first := get(k)
-	for range 4 {
-		if c := get(k); c != first {
-			t.Fatalf("Clients.FromPEM made a new client for unchanged credentials")
-		}
-	}
-	if got := conns.Load(); got != 1 {
-		t.Errorf("5 health checks through Clients.FromPEM opened %d connections, want 1", got)
-	}
+	first := oneClientFiveCalls(t, "Clients.FromPEM", conns, func() *Client { return get(k) })
 	reissued := get(creds())
 	if reissued == first {
 		t.Errorf("Clients.FromPEM kept the client of a re-issued certificate")
@@ -187,6 +132,54 @@ func TestClientsFromPEM(t *testing.T) {
 	if c, err := cs.FromKubeconfig(kc, ""); err != nil || c == reissued {
 		t.Errorf("FromKubeconfig of the same server and credentials = %p, %v; want a client of its own, not FromPEM's %p", c, err, reissued)
 	}
+}
+
+// oneClientFiveCalls makes five calls through call, which gets its client from a Clients, and checks
+// that they share one client and one connection of the server counting conns (countingServer).
+func oneClientFiveCalls(t *testing.T, what string, conns *atomic.Int32, call func() *Client) *Client {
+	t.Helper()
+	first := call()
+	for range 4 {
+		if c := call(); c != first {
+			t.Fatalf("%s made a new client for unchanged credentials", what)
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Errorf("5 calls through %s opened %d connections, want 1", what, got)
+	}
+	return first
+}
+
+// mustGet gets a client from get and asks path through it, failing the test on any error.
+func mustGet(t *testing.T, path string, get func() (*Client, error)) *Client {
+	t.Helper()
+	c, err := get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := c.Get(context.Background(), path, &v); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// countingServer is a TLS server that answers body to every request and counts the connections made to
+// it; it is closed when the test ends.
+func countingServer(t *testing.T, body string) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	conns := new(atomic.Int32)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(body))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, conns
 }
 
 // writeKubeconfig writes a kubeconfig for srv with a new self-signed client certificate.
