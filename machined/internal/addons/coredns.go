@@ -137,7 +137,7 @@ func coreDNS(o Options, ep endpoint) ([]kube.Object, error) {
 // kubernetes Service the kubelet would name: that address works only once kube-proxy on the node has
 // written its rules, and CoreDNS is not ready until its watch has synced. On a node that starts, kube-proxy's
 // own pod, start and first sync came after CoreDNS's start (2026-12-03: CoreDNS listed the Service
-// address in vain for 11 s), and a cluster whose Service proxy is off or broken would have no DNS. The
+// address in vain for 11 s), and with the Service proxy off or broken CoreDNS would never be ready. The
 // in-cluster client still takes the service account's token and CA; the endpoint's name is in the node's
 // /etc/hosts, which is mounted for it.
 //
