@@ -55,7 +55,7 @@ func (w *Workload) applyAddons(ctx context.Context) error {
 	o := w.addonOptions()
 	if !o.CoreDNS.Disabled && o.CoreDNS.Replicas == 0 {
 		err := untilInvalid(ctx, retryEvery, func(ctx context.Context) error {
-			c, nodes, err := w.adminNodes(ctx)
+			_, nodes, err := w.adminNodes(ctx) // the same admin client as c
 			if err != nil {
 				return fmt.Errorf("list nodes: %w", err)
 			}
