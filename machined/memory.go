@@ -124,11 +124,14 @@ func faultAround(log *slog.Logger, params map[string]string) func() {
 }
 
 // pid1Release is what PID 1 does before each release (releaseAfterSequences): huge pages off the mappings
-// the runtime made since the last one, and the fault-around window once the node is Running.
+// the runtime made since the last one, and the fault-around window once the node is Running. The first
+// one, after the boot's sequence, also lets the kernel's warnings through to the console (console.go).
 func pid1Release(log *slog.Logger, params map[string]string) func(running bool) {
 	window := faultAround(log, params)
 	marking := noHugePagesWanted()
+	warnings := consoleWarnings(log, printkSysctl)
 	return func(running bool) {
+		warnings()
 		if marking {
 			markNoHugePages(log)
 		}
