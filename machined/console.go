@@ -25,11 +25,11 @@ const consoleWarningLevel = 5
 // for minutes (cluster create saw "soft lockup - CPU#0 stuck for 183s! [machined:96]", both CPUs) left
 // only that line on its console, and once a kernel hangs nothing else can read its log. A level already
 // above (loglevel= or no quiet on the command line) is left as it is.
-func consoleWarnings(log *slog.Logger, path string) func() {
+func consoleWarnings(log *slog.Logger) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			was, err := raiseConsoleLevel(path, consoleWarningLevel)
+			was, err := raiseConsoleLevel(printkSysctl, consoleWarningLevel)
 			if err != nil {
 				log.Warn("the kernel's warnings stay off the console", "error", err)
 				return

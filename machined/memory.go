@@ -129,7 +129,7 @@ func faultAround(log *slog.Logger, params map[string]string) func() {
 func pid1Release(log *slog.Logger, params map[string]string) func(running bool) {
 	window := faultAround(log, params)
 	marking := noHugePagesWanted()
-	warnings := consoleWarnings(log, printkSysctl)
+	warnings := consoleWarnings(log)
 	return func(running bool) {
 		warnings()
 		if marking {
