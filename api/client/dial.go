@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/api/pki"
@@ -34,6 +35,9 @@ type Options struct {
 	// mode its certificate is verified at the node's time: a node whose clock was moved on renews its
 	// certificates at its own time, and they are not valid yet at this host's.
 	ClockSkew time.Duration
+
+	// keepalive replaces ClientKeepalive (tests: gRPC allows no ping interval below 10 s).
+	keepalive *keepalive.ClientParameters
 }
 
 // Dial opens a connection to the node's machine API; nothing is sent until the first call.
@@ -50,6 +54,11 @@ func Dial(o Options) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsConf)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 	}
+	ka := ClientKeepalive()
+	if o.keepalive != nil {
+		ka = *o.keepalive
+	}
+	opts = append(opts, grpc.WithKeepaliveParams(ka))
 	if o.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tokenCreds(o.Token)))
 	}

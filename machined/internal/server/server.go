@@ -98,6 +98,8 @@ func New(s *Server, auth *Auth, extra ...grpc.ServerOption) *grpc.Server {
 		grpc.Creds(credentials.NewTLS(auth.Creds.TLSConfig())),
 		grpc.InTapHandle(auth.Tap),
 		grpc.MaxRecvMsgSize(client.MaxMessageSize),
+		grpc.KeepaliveEnforcementPolicy(client.ServerKeepalivePolicy()),
+		grpc.KeepaliveParams(client.ServerKeepalive()),
 	}, extra...)...)
 	machine.RegisterMachineServer(g, s)
 	h := health.NewServer()
