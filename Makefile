@@ -69,7 +69,7 @@ unit: ## unit tests: no root, under a minute
 	cd image/bundle/conformance && $(GO) test ./junit/ ./testimages/
 
 integration: build bundle payload ## root integration tests: loop devices, mounts, namespaces, sandbox machined, the bundle, a conformance smoke run
-	./hack/deps.sh test
+	./hack/deps.sh test qemu # qemu: cairnctl/internal/qemu boots the fake-machined image
 	./hack/deps.sh cgo # the TPM simulator of the encrypted-volume tests
 	CAIRN_REQUIRE_TOOLS=1 $(GO) test -tags integration -count=1 -timeout 30m -p 1 ./...
 	cd image/bundle && $(GO) test -tags integration -timeout 10m ./itest/ ./mount/
