@@ -69,44 +69,19 @@ netns=cairn-conformance
 nodeip=10.232.0.2
 stop_sandbox() {
 	if [ -f "$run/registry.pid" ]; then kill "$(cat "$run/registry.pid")" 2>/dev/null || true; rm -f "$run/registry.pid"; fi
-	if [ -f "$run/machined.pid" ] && kill -0 "$(cat "$run/machined.pid")" 2>/dev/null; then
-		kill -INT "$(cat "$run/machined.pid")"
-		for _ in $(seq 180); do kill -0 "$(cat "$run/machined.pid")" 2>/dev/null || break; sleep 1; done
-	fi
-	rm -f "$run/machined.pid"
-	ip link delete cconf0 2>/dev/null || true
-	ip netns delete "$netns" 2>/dev/null || true
+	./hack/sandbox-node.sh stop "$run" "$netns"
 }
 
 start_sandbox() {
 	stop_sandbox
-	rm -rf "$run/root" "$run"/*.yaml "$run/cairnconfig" "$run/kubeconfig"
-	mkdir -p "$run/root"
-	# The node's own network namespace, reached from here over a veth pair: kube-proxy's nftables tables,
-	# flannel's vxlan device and the pods' bridge are made in it and go with it.
-	ip netns add "$netns"
-	ip link add cconf0 type veth peer name eth0 netns "$netns"
-	ip addr add 10.232.0.1/24 dev cconf0
-	ip link set cconf0 up
-	ip -n "$netns" link set lo up
-	ip -n "$netns" addr add "$nodeip/24" dev eth0
-	ip -n "$netns" link set eth0 up
-	ip -n "$netns" route add default via 10.232.0.1
+	rm -rf "$run"/*.yaml "$run/cairnconfig" "$run/kubeconfig"
+	./hack/sandbox-node.sh start "$run" "$netns" 10.232.0 conformance
 	# The test images over the registry protocol, on this side of the veth pair, as the node's mirror for
 	# every registry they are named after (see image/bundle/conformance/cmd/conformance/registry.go).
 	"$out/conformance" registry -listen 10.232.0.1:5000 -archive "$out/images.tar" >"$run/registry.log" 2>&1 &
 	echo $! >"$run/registry.pid"
 	for _ in $(seq 300); do grep -q serving "$run/registry.log" && break; sleep 0.2; done
 	grep -q serving "$run/registry.log" || { cat "$run/registry.log"; exit 1; }
-	# A private mount namespace with its own /run/containerd and /run/netns (containerd's shims and the
-	# pods' network namespaces live there whatever its config says).
-	script="mount --make-rprivate / && mkdir -p /run/containerd /run/netns && mount -t tmpfs tmpfs /run/containerd && mount -t tmpfs tmpfs /run/netns && exec $repo/_out/machined --root $run/root --listen $nodeip:50000 --join-listen $nodeip:50001 --token conformance --payload $repo/_out/payload"
-	nsenter --net=/run/netns/$netns unshare -m sh -c "$script" >"$run/machined.log" 2>&1 &
-	echo $! >"$run/machined.pid"
-	for _ in $(seq 100); do
-		(exec 3<>/dev/tcp/$nodeip/50000) 2>/dev/null && break
-		sleep 0.2
-	done
 	(cd "$run" && "$ctl" gen config --cluster-name conformance --endpoint "https://$nodeip:6443" \
 		--state-disk tmpfs --ephemeral-disk tmpfs --etcd-disk tmpfs >/dev/null)
 	mirrors="  registries:"
