@@ -164,7 +164,7 @@ func (r *Renderer) ControllerManagerPod() *corev1.Pod {
 		VolumeMounts:  vms,
 		Resources:     requests("100m", ""), // 100m of kubeadm's 200m went to etcd (manifests_etcd.go)
 		LivenessProbe: p.liveness(),
-		StartupProbe:  p.startup(),
+		StartupProbe:  p.quickStartup(),
 	}, vols)
 }
 
@@ -194,7 +194,7 @@ func (r *Renderer) SchedulerPod() *corev1.Pod {
 		VolumeMounts:  vms,
 		Resources:     requests("100m", ""),
 		LivenessProbe: live.liveness(),
-		StartupProbe:  live.startup(),
+		StartupProbe:  live.quickStartup(),
 	}, vols)
 }
 

@@ -264,6 +264,36 @@ func TestAPIServerHasNoKillingProbe(t *testing.T) {
 	}
 }
 
+// Every startup probe gives a first start ten minutes, which an emulated control plane needs. The
+// controller-manager's and the scheduler's ask every second, so their pods are Ready (what health waits
+// for) as soon as they serve; etcd's waits 10 s, or its mirror pod comes only at the kubelet's resync.
+func TestStartupProbes(t *testing.T) {
+	r := newTestRenderer(t)
+	for _, tc := range []struct {
+		pod        *corev1.Pod
+		wantPeriod int32
+		wantDelay  int32
+	}{
+		{r.ControllerManagerPod(), 1, 0},
+		{r.SchedulerPod(), 1, 0},
+		{r.EtcdPod(EtcdOptions{}), 10, 10},
+	} {
+		c := tc.pod.Spec.Containers[0]
+		s := c.StartupProbe
+		if s == nil {
+			t.Errorf("%s: no startup probe", c.Name)
+			continue
+		}
+		if allowed := s.InitialDelaySeconds + s.PeriodSeconds*s.FailureThreshold; allowed < 600 {
+			t.Errorf("%s: startup probe allows %d s, want at least 600", c.Name, allowed)
+		}
+		if s.PeriodSeconds != tc.wantPeriod || s.InitialDelaySeconds != tc.wantDelay {
+			t.Errorf("%s: startup probe every %d s after %d s, want every %d s after %d s", c.Name,
+				s.PeriodSeconds, s.InitialDelaySeconds, tc.wantPeriod, tc.wantDelay)
+		}
+	}
+}
+
 // The API server's manifest and the controllers' are written at different times (the controllers once
 // the API server is ready); together they are the whole control plane, each pod once.
 func TestControlPlaneSplit(t *testing.T) {
