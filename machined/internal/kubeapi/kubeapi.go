@@ -262,21 +262,3 @@ func (c *Client) doType(ctx context.Context, method, path string, body []byte, c
 	}
 	return data, nil
 }
-
-// Poll calls check every interval until it returns nil or ctx ends, then returns the last error.
-func Poll(ctx context.Context, interval time.Duration, check func(context.Context) error) error {
-	var last error
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		last = check(cctx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-time.After(interval):
-		}
-	}
-}

@@ -68,12 +68,22 @@ func (w *Workload) APIServerReady(ctx context.Context) error {
 	return c.Get(ctx, "/readyz", nil)
 }
 
+// startPoll is the longest pause of Init's waits for etcd, the API server and the node (kubeapi.Poll
+// starts at 100 ms and doubles up to it). Each waits for a start that takes seconds natively and tens of
+// seconds under emulation, and the pause is what it adds to Init once the start is over. Four sandbox
+// Inits each way, alternating: with 2 s, etcd-healthy took 2.0 s, apiserver-ready 2.5-4.9 s, node-ready
+// 2.0 s and Init 7.1-9.8 s to Running; with 500 ms, 1.3-2.0, 2.7-3.2, 0.1 and 5.3-6.1 s. (Doubling up to
+// 2 s made apiserver-ready 4.0-4.3 s: the try after the API server got ready came up to 1.6 s late.) A
+// try costs the API server a /readyz run, 15-20 ms of CPU under emulation, where it asks itself ten
+// times a second while it starts.
+const startPoll = 500 * time.Millisecond
+
 func (w *Workload) waitEtcd(ctx context.Context) error {
-	return kubeapi.Poll(ctx, 2*time.Second, w.EtcdHealthy)
+	return kubeapi.Poll(ctx, startPoll, w.EtcdHealthy)
 }
 
 func (w *Workload) waitAPIServer(ctx context.Context) error {
-	return kubeapi.Poll(ctx, 2*time.Second, w.APIServerReady)
+	return kubeapi.Poll(ctx, startPoll, w.APIServerReady)
 }
 
 // publishBootstrap creates what nodes need to join with a bootstrap token (idempotent).
@@ -192,5 +202,5 @@ func (w *Workload) NodeReady(ctx context.Context) error {
 }
 
 func (w *Workload) waitNodeReady(ctx context.Context) error {
-	return kubeapi.Poll(ctx, 2*time.Second, w.NodeReady)
+	return kubeapi.Poll(ctx, startPoll, w.NodeReady)
 }
