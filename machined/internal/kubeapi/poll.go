@@ -16,7 +16,7 @@ const firstPause = 100 * time.Millisecond
 // interval as before and the few early ones are refused connections or cheap answers.
 func Poll(ctx context.Context, interval time.Duration, check func(context.Context) error) error {
 	var last error
-	pause := min(firstPause, interval)
+	pause := backoff(interval)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		last = check(cctx)
@@ -27,11 +27,18 @@ func Poll(ctx context.Context, interval time.Duration, check func(context.Contex
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-time.After(pause):
+		case <-time.After(pause()):
 		}
-		pause = nextPause(pause, interval)
 	}
 }
 
-// nextPause doubles pause, up to interval.
-func nextPause(pause, interval time.Duration) time.Duration { return min(2*pause, interval) }
+// backoff returns Poll's pauses one by one: firstPause (at most interval), then each twice the one
+// before, up to interval.
+func backoff(interval time.Duration) func() time.Duration {
+	next := min(firstPause, interval)
+	return func() time.Duration {
+		p := next
+		next = min(2*next, interval)
+		return p
+	}
+}

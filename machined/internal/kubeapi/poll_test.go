@@ -20,8 +20,9 @@ func TestPollPauses(t *testing.T) {
 		{50 * time.Millisecond, []time.Duration{50 * time.Millisecond, 50 * time.Millisecond}},
 	} {
 		var got []time.Duration
-		for p := min(firstPause, tc.interval); len(got) < len(tc.want); p = nextPause(p, tc.interval) {
-			got = append(got, p)
+		pause := backoff(tc.interval)
+		for len(got) < len(tc.want) {
+			got = append(got, pause())
 		}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("pauses for interval %v (-want +got):\n%s", tc.interval, diff)
