@@ -19,28 +19,31 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/health"
 )
 
-// addonChecks are the add-ons' part of Health. On a control plane: kube-proxy (and flannel) ready on
+// addonProbes are the add-ons' part of Health. On a control plane: kube-proxy (and flannel) ready on
 // every node, CoreDNS's replicas ready. On every node: the kubernetes Service's name looked up through
 // the kube-dns Service from this node. That answer went through kube-proxy's rules on this node to a
 // CoreDNS pod, which knows the name only because it reached the API server through the kubernetes
 // Service from inside the pod network: one check for the Service path, DNS and a pod's way to the API.
-func (w *Workload) addonChecks(ctx context.Context) []health.Check {
+func (w *Workload) addonProbes() []health.Probe {
 	c := w.config()
-	var checks []health.Check
+	var probes []health.Probe
 	proxy := !c.Cluster.Proxy.Disabled
 	flannel := c.Cluster.Network.CNIOrDefault() == config.CNIFlannel
 	if w.controlPlane() {
 		if proxy {
-			msg, err := w.daemonSetReady(ctx, addons.KubeProxyDaemonSet)
-			checks = append(checks, health.Check{Name: "kube-proxy", Err: err, Message: msg})
+			probes = append(probes, health.Probe{Name: "kube-proxy", Run: func(ctx context.Context) (string, error) {
+				return w.daemonSetReady(ctx, addons.KubeProxyDaemonSet)
+			}})
 		}
 		if flannel {
-			msg, err := w.daemonSetReady(ctx, addons.FlannelDaemonSet)
-			checks = append(checks, health.Check{Name: "flannel", Err: err, Message: msg})
+			probes = append(probes, health.Probe{Name: "flannel", Run: func(ctx context.Context) (string, error) {
+				return w.daemonSetReady(ctx, addons.FlannelDaemonSet)
+			}})
 		}
 		if !c.Cluster.CoreDNS.Disabled {
-			msg, err := w.deploymentReady(ctx, addons.CoreDNSDeployment)
-			checks = append(checks, health.Check{Name: "coredns", Err: err, Message: msg})
+			probes = append(probes, health.Probe{Name: "coredns", Run: func(ctx context.Context) (string, error) {
+				return w.deploymentReady(ctx, addons.CoreDNSDeployment)
+			}})
 		}
 	} else {
 		for _, a := range []struct {
@@ -49,16 +52,16 @@ func (w *Workload) addonChecks(ctx context.Context) []health.Check {
 			label string
 		}{{proxy, "kube-proxy", addons.KubeProxySelector}, {flannel, "flannel", addons.FlannelSelector}} {
 			if a.on {
-				msg, err := w.ownPodReady(ctx, a.label)
-				checks = append(checks, health.Check{Name: a.name, Err: err, Message: msg})
+				probes = append(probes, health.Probe{Name: a.name, Run: func(ctx context.Context) (string, error) {
+					return w.ownPodReady(ctx, a.label)
+				}})
 			}
 		}
 	}
 	if proxy && !c.Cluster.CoreDNS.Disabled {
-		msg, err := w.serviceDNS(ctx)
-		checks = append(checks, health.Check{Name: "service-dns", Err: err, Message: msg})
+		probes = append(probes, health.Probe{Name: "service-dns", Run: w.serviceDNS})
 	}
-	return checks
+	return probes
 }
 
 func (w *Workload) daemonSetReady(ctx context.Context, name string) (string, error) {

@@ -25,24 +25,27 @@ func (notRunning) Precondition() {}
 // controlPlanePods are the static pods every control-plane node runs.
 var controlPlanePods = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
-// Health checks etcd, the API server, the control-plane pods, the node's readiness and the add-ons.
+// Health checks etcd, the API server, the control-plane pods, the node's readiness and the add-ons, all
+// at once (health.Run).
 func (w *Workload) Health(ctx context.Context) []health.Check {
 	if w.Renderer() == nil {
 		return []health.Check{{Name: "kubernetes", Err: ErrNotRunning}}
 	}
 	name, _ := w.Identity()
+	node := health.Probe{Name: "node", Run: func(ctx context.Context) (string, error) { return name + " Ready", w.NodeReady(ctx) }}
 	if !w.controlPlane() {
-		return append([]health.Check{{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"}}, w.addonChecks(ctx)...)
+		return health.Run(ctx, append([]health.Probe{node}, w.addonProbes()...))
 	}
-	etcdErr := w.EtcdHealthy(ctx)
-	checks := []health.Check{
-		{Name: "etcd", Err: etcdErr, Message: w.etcdQuorum(ctx, etcdErr)},
-		{Name: "apiserver", Err: w.APIServerReady(ctx), Message: "ready"},
+	probes := []health.Probe{
+		{Name: "etcd", Run: func(ctx context.Context) (string, error) {
+			err := w.EtcdHealthy(ctx)
+			return w.etcdQuorum(ctx, err), err
+		}},
+		{Name: "apiserver", Run: func(ctx context.Context) (string, error) { return "ready", w.APIServerReady(ctx) }},
+		{Name: "control-plane-pods", Run: w.controlPlanePodsRunning},
+		node,
 	}
-	msg, err := w.controlPlanePodsRunning(ctx)
-	checks = append(checks, health.Check{Name: "control-plane-pods", Err: err, Message: msg})
-	checks = append(checks, health.Check{Name: "node", Err: w.NodeReady(ctx), Message: name + " Ready"})
-	return append(checks, w.addonChecks(ctx)...)
+	return health.Run(ctx, append(probes, w.addonProbes()...))
 }
 
 // etcdQuorum says how many members vote, how many make a quorum, and which one leads, as this node's

@@ -44,7 +44,7 @@ func (w *Workload) warmOpenAPIWhenSettled(ctx context.Context) {
 		return // no Kubernetes on this node (sandbox mode without a payload): no API server to warm
 	}
 	up := func(ctx context.Context) bool {
-		return !slices.ContainsFunc(w.addonChecks(ctx), func(c health.Check) bool { return c.Err != nil })
+		return !slices.ContainsFunc(health.Run(ctx, w.addonProbes()), func(c health.Check) bool { return c.Err != nil })
 	}
 	if !afterSettled(ctx, up, openAPISettlePoll, openAPISettleMax) {
 		return
