@@ -82,7 +82,7 @@ func (n *imageNode) ImageRemove(_ context.Context, r *machine.ImageRemoveRequest
 }
 
 // serveNode starts the fake node over TLS with a throwaway certificate (the client skips verifying it).
-func serveNode(t *testing.T, n *imageNode) string {
+func serveNode(t *testing.T, n machine.MachineServer) string {
 	t.Helper()
 	ca, err := pki.NewCA("test node", time.Now())
 	if err != nil {

@@ -28,7 +28,7 @@ func WaitHealthy(ctx context.Context, check func(context.Context) (*machine.Heal
 		case err == nil && r.Ok:
 			return nil
 		case err == nil:
-			names, now := failedChecks(r)
+			names, now := FailedChecks(r)
 			if !slices.Equal(names, failing) {
 				report(now)
 			}
@@ -47,9 +47,9 @@ func WaitHealthy(ctx context.Context, check func(context.Context) (*machine.Heal
 	}
 }
 
-// failedChecks returns the names of the failed checks, and each with its message. A change in the names
+// FailedChecks returns the names of the failed checks, and each with its message. A change in the names
 // is news; a message alone changes often ("1 of 2 ready").
-func failedChecks(r *machine.HealthResponse) (names, shown []string) {
+func FailedChecks(r *machine.HealthResponse) (names, shown []string) {
 	for _, c := range r.Checks {
 		if !c.Ok {
 			names, shown = append(names, c.Name), append(shown, c.Name+" ("+c.Message+")")
@@ -101,7 +101,7 @@ func waitSettled(ctx context.Context, first NodeState, cctx *client.Context, p *
 // replica (its own pods request 950m of its 1000m), which waits for the nodes that join; waiting for it
 // cost `cluster create --controlplanes 3` on two host cores all of settleWait.
 func settledForJoins(r *machine.HealthResponse) bool {
-	names, _ := failedChecks(r)
+	names, _ := FailedChecks(r)
 	if !slices.Equal(names, []string{"coredns"}) {
 		return false
 	}
