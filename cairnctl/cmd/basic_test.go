@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/cairn-os/cairn/api/machine"
@@ -22,16 +21,6 @@ func TestTPMLine(t *testing.T) {
 			[]string{"agrees", "STATE encrypted"}, nil},
 		{"disagrees", &machine.TPMStatus{Present: true, Measured: true, Pcr: 15, Error: "replay differs"}, []string{"DISAGREES", "replay differs"}, nil},
 	} {
-		got := tpmLine(tc.tpm)
-		for _, w := range tc.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: tpmLine = %q, want %q in it", tc.name, got, w)
-			}
-		}
-		for _, n := range tc.not {
-			if strings.Contains(got, n) {
-				t.Errorf("%s: tpmLine = %q, want no %q", tc.name, got, n)
-			}
-		}
+		checkText(t, tc.name+": tpmLine", tpmLine(tc.tpm), tc.want, tc.not)
 	}
 }

@@ -2,7 +2,7 @@ package cmd
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -65,21 +65,8 @@ func TestHealth(t *testing.T) {
 			if code != tc.wantCode {
 				t.Errorf("cairnctl %v = exit %d, want %d\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.wantCode, stdout, stderr)
 			}
-			for _, want := range tc.wantStdout {
-				if !strings.Contains(stdout, want) {
-					t.Errorf("cairnctl %v: stdout lacks %q:\n%s", tc.args, want, stdout)
-				}
-			}
-			for _, want := range tc.wantStderr {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("cairnctl %v: stderr lacks %q:\n%s", tc.args, want, stderr)
-				}
-			}
-			for _, not := range tc.notStderr {
-				if strings.Contains(stderr, not) {
-					t.Errorf("cairnctl %v: stderr has %q:\n%s", tc.args, not, stderr)
-				}
-			}
+			checkText(t, fmt.Sprintf("cairnctl %v: stdout", tc.args), stdout, tc.wantStdout, nil)
+			checkText(t, fmt.Sprintf("cairnctl %v: stderr", tc.args), stderr, tc.wantStderr, tc.notStderr)
 		})
 	}
 }
