@@ -69,42 +69,36 @@ changes, and exits non-zero if any check fails.`,
 	return c
 }
 
-// askHealth asks the node for its health; with wait, until every check passes or ctx ends, writing a line
-// to progress whenever the failing checks (or the error reaching the node) change, so a wait of minutes
-// shows where it stands. It returns the node's last answer (a wait that runs out shows which checks still
-// failed and why), or, when none came, the last error.
+// askHealth asks the node for its health; with wait, until every check passes or ctx ends (WaitHealthy,
+// the loop cluster create waits with), writing a line to progress whenever the failing checks change or
+// the node stops answering, so a wait of minutes shows where it stands. It returns the node's last answer
+// (a wait that runs out shows which checks still failed and why), or, when none came, the last error.
 func askHealth(ctx context.Context, nc nodeClient, wait bool, progress io.Writer, prefix string) (*machine.HealthResponse, error) {
 	var last *machine.HealthResponse
 	var lastErr error
-	start, said := time.Now(), ""
-	// say writes what when key differs from the last one said: a change in which checks fail is news, a
-	// message alone changes often ("1 of 2 ready").
-	say := func(key, what string) {
-		if wait && key != said {
-			fmt.Fprintf(progress, "%s[%5.0fs] waiting: %s\n", prefix, time.Since(start).Seconds(), what)
-			said = key
-		}
+	start, saidErr := time.Now(), ""
+	say := func(what string) {
+		fmt.Fprintf(progress, "%s[%5.0fs] waiting: %s\n", prefix, time.Since(start).Seconds(), what)
 	}
 	check := func(ctx context.Context) (*machine.HealthResponse, error) {
 		r, err := nc.Health(ctx, &machine.HealthRequest{})
-		switch {
-		case err != nil:
-			if last == nil {
-				lastErr = err
-			}
-			say(describe(err), describe(err))
-		case !r.Ok:
-			last = r
-			names, shown := cluster.FailedChecks(r)
-			say(strings.Join(names, ","), strings.Join(shown, "; "))
-		default:
-			last = r
+		if err == nil {
+			last, saidErr = r, ""
+			return r, nil
+		}
+		if last == nil {
+			lastErr = err
+		}
+		// WaitHealthy reports the failing checks; an error is said here, once until the node answers again.
+		if wait && describe(err) != saidErr {
+			saidErr = describe(err)
+			say(saidErr)
 		}
 		return r, err
 	}
 	if !wait {
 		_, _ = check(ctx)
-	} else if err := cluster.WaitHealthy(ctx, check, healthRetry, func([]string) {}); err != nil && lastErr == nil {
+	} else if err := cluster.WaitHealthy(ctx, check, healthRetry, func(failing []string) { say(strings.Join(failing, "; ")) }); err != nil && lastErr == nil {
 		lastErr = err
 	}
 	if last == nil {
