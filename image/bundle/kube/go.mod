@@ -89,7 +89,6 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/infobloxopen/go-trees v0.0.0-20200715205103-96a057b8dfb9 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
-	github.com/jpillora/backoff v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -255,6 +254,12 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.37.2
 	k8s.io/streaming => k8s.io/streaming v0.37.2
 )
+
+// CoreDNS's metrics plugin links go-conntrack (through prometheus/common),
+// and go-conntrack golang.org/x/net/trace, whose html/template makes the
+// linker keep every exported method of every type in kube: a stand-in of
+// the dial options prometheus/common uses takes its place (conntrack/go.mod).
+replace github.com/mwitkow/go-conntrack => ./conntrack
 
 // Kubernetes' own versions of the modules its components link that CoreDNS
 // requires newer: the components build with exactly the dependencies their

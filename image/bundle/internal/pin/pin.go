@@ -42,6 +42,10 @@ const (
 	// tencentVPC is the SDK module flannel's tencent-vpc backend imports;
 	// the module proxy does not serve it.
 	tencentVPC = "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc"
+	// conntrack is the module the kube wrapper replaces by its stand-in
+	// (kube/conntrack): the original links golang.org/x/net/trace, and with
+	// it Go's linker keeps every exported method in the binary.
+	conntrack = "github.com/mwitkow/go-conntrack"
 	// goVersion matches the root module, so every module of the repository
 	// builds with the same toolchain.
 	goVersion = "1.26.8"
@@ -70,8 +74,9 @@ func StagingModules(k8sGoMod []byte) ([]string, error) {
 
 // RenderKube returns the kube wrapper's go.mod before `go mod tidy`: it
 // requires k8s.io/kubernetes and CoreDNS (built into the same binary),
-// replaces every staging module by its published version, and copies
-// upstream's godebug lines so the runtime defaults match an official build.
+// replaces every staging module by its published version and go-conntrack
+// by Cairn's stand-in, and copies upstream's godebug lines so the runtime
+// defaults match an official build.
 // After tidy, PinKubernetes adds the versions CoreDNS must not raise.
 func RenderKube(k8sGoMod []byte, v versions.Versions) ([]byte, error) {
 	staging, err := StagingModules(k8sGoMod)
@@ -95,7 +100,13 @@ func RenderKube(k8sGoMod []byte, v versions.Versions) ([]byte, error) {
 	for _, m := range staging {
 		fmt.Fprintf(&b, "\t%s => %s %s\n", m, m, v.StagingVersion())
 	}
-	b.WriteString(")\n")
+	b.WriteString(")\n\n")
+	fmt.Fprintf(&b, `// CoreDNS's metrics plugin links go-conntrack (through prometheus/common),
+// and go-conntrack golang.org/x/net/trace, whose html/template makes the
+// linker keep every exported method of every type in kube: a stand-in of
+// the dial options prometheus/common uses takes its place (conntrack/go.mod).
+replace %s => ./conntrack
+`, conntrack)
 	return b.Bytes(), nil
 }
 
@@ -195,7 +206,7 @@ func CheckKube(goMod []byte, v versions.Versions) error {
 				r.Old.Path, r.New.Version, v.StagingVersion(), v.Kubernetes)
 		}
 	}
-	return nil
+	return checkStandIn(f, "kube/go.mod", conntrack, "./conntrack")
 }
 
 // CheckEtcd reports whether a committed etcd/go.mod pins what versions.env says.
@@ -220,12 +231,18 @@ func CheckFlannel(goMod []byte, v versions.Versions) error {
 	if err := checkRequire(f, "flannel/go.mod", Flannel, v.Flannel); err != nil {
 		return err
 	}
+	return checkStandIn(f, "flannel/go.mod", tencentVPC, "./tencentvpc")
+}
+
+// checkStandIn reports whether f replaces the module path by the stand-in
+// in the wrapper's directory dir.
+func checkStandIn(f *modfile.File, name, path, dir string) error {
 	for _, r := range f.Replace {
-		if r.Old.Path == tencentVPC && r.New.Path == "./tencentvpc" {
+		if r.Old.Path == path && r.New.Path == dir {
 			return nil
 		}
 	}
-	return fmt.Errorf("flannel/go.mod does not replace %s by ./tencentvpc", tencentVPC)
+	return fmt.Errorf("%s does not replace %s by %s", name, path, dir)
 }
 
 // RenderContainerd returns the containerd wrapper's go.mod before `go mod

@@ -76,6 +76,8 @@ require (
 )
 
 replace k8s.io/api => k8s.io/api v0.37.2
+
+replace github.com/mwitkow/go-conntrack => ./conntrack
 `)
 	selected := map[string]string{
 		"google.golang.org/grpc":     "v1.84.0",
@@ -148,6 +150,8 @@ func TestCheck(t *testing.T) {
 		{"containerd matches", CheckContainerd(RenderContainerd(v), v), ""},
 		{"containerd behind versions.env", CheckContainerd(RenderContainerd(v), newer), "requires github.com/containerd/containerd/v2 v2.4.2 but versions.env says v2.4.3"},
 		{"containerd require missing", CheckContainerd([]byte("module x\n"), v), "does not require github.com/containerd/containerd/v2"},
+		{"kube stand-in missing", CheckKube([]byte(strings.Replace(string(kube), "=> ./conntrack", "=> ./elsewhere", 1)), v),
+			"does not replace github.com/mwitkow/go-conntrack by ./conntrack"},
 		{"flannel stand-in missing", CheckFlannel([]byte("module x\nrequire github.com/flannel-io/flannel v0.28.10\n"), v), "does not replace github.com/tencentcloud"},
 	}
 	for _, tt := range tests {
