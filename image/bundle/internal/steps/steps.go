@@ -68,6 +68,14 @@ const strip = "-s -w"
 // the containerd step).
 const containerdTags = "no_devmapper no_zfs no_tracing grpcnotrace"
 
+// KubeTags build the kube binary: gRPC's grpcnotrace leaves
+// golang.org/x/net/trace out of the components' gRPC (tracing is off unless
+// grpc.EnableTracing is set, which nothing in kube does). That package's
+// init serves its pages through html/template, whose lookup of methods by
+// name makes Go's linker keep every exported method of every type in the
+// binary (see kube/coredns.go for the rest of it).
+const KubeTags = "grpcnotrace"
+
 // Plan returns the steps in the order they should run.
 func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 	bin := filepath.Join(p.Out, "bin")
@@ -80,15 +88,14 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 	flannelPkg := "github.com/flannel-io/flannel"
 	return []Step{
 		{
-			// Kubernetes and CoreDNS. CoreDNS's Makefile builds with the tag
-			// grpcnotrace (golang.org/x/net/trace left out of gRPC); the
-			// Kubernetes components are built without it, as upstream's are,
-			// so CoreDNS here has gRPC's tracing hooks linked but off. Its
+			// Kubernetes and CoreDNS, with CoreDNS's build tag grpcnotrace
+			// (KubeTags), which upstream's Kubernetes components are built
+			// without: their gRPC tracing is never switched on. CoreDNS's
 			// Makefile's one version flag, coremain.GitCommit, comes from git;
 			// a module has no commit, so it stays unset rather than made up
 			// (`coredns -version` still says CoreDNS-1.15.0).
 			Name: "kube", Dir: filepath.Join(p.Src, "kube"), Env: pureGo,
-			Args:    goBuild(strip+" "+KubeVersionFlags(v, in), nil, filepath.Join(bin, "kube"), "."),
+			Args:    goBuild(strip+" "+KubeVersionFlags(v, in), []string{"-tags", KubeTags}, filepath.Join(bin, "kube"), "."),
 			Outputs: []string{"bin/kube"},
 		},
 		{
