@@ -2,9 +2,12 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -125,6 +128,11 @@ func (w *Workload) ownPodReady(ctx context.Context, label string) (string, error
 func (w *Workload) serviceDNS(ctx context.Context) (string, error) {
 	r := w.Renderer()
 	dns := net.JoinHostPort(r.ClusterDNSIP().String(), "53")
+	// Until kube-proxy has written its rules, nothing on this node translates the kube-dns address and the
+	// query would leave by the default route, asking the node's network for the cluster's names.
+	if err := kubeProxySynced(ctx, r.ClusterDNSIP().Is6()); err != nil {
+		return "", fmt.Errorf("not looked up through kube-dns %s yet: %w", dns, err)
+	}
 	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, dns)
@@ -162,4 +170,50 @@ const droppedHint = "this node's netfilter refused the query before it left: kub
 // droppedHere tells a send this node's netfilter refused (EPERM) from any other failure of a lookup.
 func droppedHere(err error) bool {
 	return errors.Is(err, syscall.EPERM) || strings.Contains(err.Error(), syscall.EPERM.Error())
+}
+
+// kubeProxyHealthz is kube-proxy's health endpoint on this node: its default healthzBindAddress
+// (0.0.0.0:10256), which Cairn's kube-proxy configuration keeps.
+const kubeProxyHealthz = "http://127.0.0.1:10256/healthz"
+
+// kubeProxySynced asks this node's kube-proxy whether it has written its rules for the IP family.
+func kubeProxySynced(ctx context.Context, ipv6 bool) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kubeProxyHealthz, nil)
+	if err != nil {
+		return err
+	}
+	// Straight to this node's kube-proxy, never through an HTTP proxy of the environment.
+	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("kube-proxy on this node does not answer: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return fmt.Errorf("kube-proxy's %s: %w", kubeProxyHealthz, err)
+	}
+	family := corev1.IPv4Protocol
+	if ipv6 {
+		family = corev1.IPv6Protocol
+	}
+	return proxyRulesWritten(body, family)
+}
+
+// proxyRulesWritten reads kube-proxy's /healthz answer. It says healthy while kube-proxy starts too, and
+// lists an IP family under "status" only once it has written that family's rules; whether it is late with
+// an update since (503) does not matter here: its rules for the Services it knows are in place.
+func proxyRulesWritten(body []byte, family corev1.IPFamily) error {
+	var h struct {
+		Status map[corev1.IPFamily]struct {
+			LastUpdated time.Time `json:"lastUpdated"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		return fmt.Errorf("kube-proxy's %s answer: %w", kubeProxyHealthz, err)
+	}
+	if st, ok := h.Status[family]; !ok || st.LastUpdated.IsZero() {
+		return fmt.Errorf("kube-proxy on this node has not written its %s rules", family)
+	}
+	return nil
 }
