@@ -163,9 +163,11 @@ func (w *Workload) serviceDNS(ctx context.Context) (string, error) {
 // droppedHint says what a query refused on its way out of this node means. kube-proxy's nftables rules
 // reject a packet to a Service address that they do not translate (an address or port they do not know,
 // or a Service they think has no endpoints), and a packet a rule drops on its way out fails its send
-// with EPERM: so the query never left, and what to look at is this node's kube-proxy, not CoreDNS.
+// with EPERM: so the query never left. While CoreDNS starts that is expected (kube-proxy knows no ready
+// endpoint yet); when it lasts, what to look at is this node's kube-proxy.
 const droppedHint = "this node's netfilter refused the query before it left: kube-proxy here has no translation " +
-	"for the kube-dns Service (see its pod's log on this node, and `nft list ruleset` run in that pod)"
+	"for the kube-dns Service, no ready CoreDNS endpoint or no rule for its address (see the coredns check, " +
+	"kube-proxy's pod log on this node, and `nft list ruleset` run in that pod)"
 
 // droppedHere tells a send this node's netfilter refused (EPERM) from any other failure of a lookup.
 func droppedHere(err error) bool {
