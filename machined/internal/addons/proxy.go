@@ -33,6 +33,9 @@ const (
 	nodeProxierRole = "system:node-proxier"
 	// Every pod's service account credentials, mounted by the kubelet.
 	serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// KubeProxyHealthz is where kube-proxy answers /healthz on its node: its default healthzBindAddress
+	// (0.0.0.0:10256), which kubeProxyConfig leaves as it is. Health reads it there.
+	KubeProxyHealthz = "http://127.0.0.1:10256/healthz"
 )
 
 var kubeProxyLabels = map[string]string{"k8s-app": kubeProxyName}

@@ -174,13 +174,9 @@ func droppedHere(err error) bool {
 	return errors.Is(err, syscall.EPERM) || strings.Contains(err.Error(), syscall.EPERM.Error())
 }
 
-// kubeProxyHealthz is kube-proxy's health endpoint on this node: its default healthzBindAddress
-// (0.0.0.0:10256), which Cairn's kube-proxy configuration keeps.
-const kubeProxyHealthz = "http://127.0.0.1:10256/healthz"
-
 // kubeProxySynced asks this node's kube-proxy whether it has written its rules for the IP family.
 func kubeProxySynced(ctx context.Context, ipv6 bool) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kubeProxyHealthz, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addons.KubeProxyHealthz, nil)
 	if err != nil {
 		return err
 	}
@@ -193,7 +189,7 @@ func kubeProxySynced(ctx context.Context, ipv6 bool) error {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return fmt.Errorf("kube-proxy's %s: %w", kubeProxyHealthz, err)
+		return fmt.Errorf("kube-proxy's %s: %w", addons.KubeProxyHealthz, err)
 	}
 	family := corev1.IPv4Protocol
 	if ipv6 {
@@ -212,7 +208,7 @@ func proxyRulesWritten(body []byte, family corev1.IPFamily) error {
 		} `json:"status"`
 	}
 	if err := json.Unmarshal(body, &h); err != nil {
-		return fmt.Errorf("kube-proxy's %s answer: %w", kubeProxyHealthz, err)
+		return fmt.Errorf("kube-proxy's %s answer: %w", addons.KubeProxyHealthz, err)
 	}
 	if st, ok := h.Status[family]; !ok || st.LastUpdated.IsZero() {
 		return fmt.Errorf("kube-proxy on this node has not written its %s rules", family)
