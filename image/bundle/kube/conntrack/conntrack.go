@@ -36,14 +36,6 @@ func DialWithName(string) DialOption { return func(*dialer) {} }
 // none here.
 func DialWithTracing() DialOption { return func(*dialer) {} }
 
-// DialWithoutMonitoring turns off the original's counters; there are none.
-func DialWithoutMonitoring() DialOption { return func(*dialer) {} }
-
-// DialWithDialer dials with d.
-func DialWithDialer(d *net.Dialer) DialOption {
-	return func(o *dialer) { o.dial = d.DialContext }
-}
-
 // DialWithDialContextFunc dials with f.
 func DialWithDialContextFunc(f DialContextFunc) DialOption {
 	return func(o *dialer) { o.dial = f }
@@ -57,12 +49,4 @@ func NewDialContextFunc(opts ...DialOption) DialContextFunc {
 		o(&d)
 	}
 	return d.dial
-}
-
-// NewDialFunc is NewDialContextFunc without a context.
-func NewDialFunc(opts ...DialOption) func(network, addr string) (net.Conn, error) {
-	dial := NewDialContextFunc(opts...)
-	return func(network, addr string) (net.Conn, error) {
-		return dial(context.Background(), network, addr)
-	}
 }
