@@ -84,7 +84,13 @@ func checkEtcdSnapshot(t *testing.T, mtls []string, node, path string) {
 }
 
 // checkDestroy runs cluster destroy and checks that no QEMU, no directory and no list entry is left.
+// The consoles go with the cluster's directory: when the test has failed, their ends go to its log first.
 func checkDestroy(t *testing.T, c *cluster) {
+	if t.Failed() {
+		for _, n := range c.Nodes {
+			t.Logf("console of %s ends with:\n%s", n.Name, tail(n.Console, 6000))
+		}
+	}
 	mustCtl(t, 2*time.Minute, "cluster", "destroy", "--name", c.Name, "--state-dir", stateDir)
 	for _, n := range c.Nodes {
 		if alive(n.PID) {
