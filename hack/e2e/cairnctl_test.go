@@ -136,9 +136,10 @@ func createCluster(t *testing.T, name string, timeout time.Duration, args ...str
 	}
 	r := create()
 	if r.err != nil && strings.Contains(r.stderr, "the guest kernel hung") {
-		// The emulated machine's kernel stopped (cluster create quotes its soft lockup or panic): a fault
-		// of TCG or the guest kernel, seen once in CI in many runs, that no part of Cairn can cause or
-		// survive. One new cluster, not more: a hang that comes back is a failure.
+		// The emulated machine's kernel stopped (cluster create quotes its soft lockup or panic, or says
+		// that it never ran init and where its vCPUs were): a fault of TCG or the guest kernel, seen
+		// twice in CI in many runs, that no part of Cairn can cause or survive. One new cluster, not
+		// more: a hang that comes back is a failure.
 		for _, n := range listCluster(t, name).Nodes {
 			t.Logf("console of %s ends with:\n%s", n.Name, tail(n.Console, 6000))
 		}
@@ -150,7 +151,8 @@ func createCluster(t *testing.T, name string, timeout time.Duration, args ...str
 		for _, n := range listCluster(t, name).Nodes {
 			t.Logf("console of %s ends with:\n%s", n.Name, tail(n.Console, 3000))
 		}
-		t.Fatalf("cluster create %s failed: %v", name, r.err)
+		// The error's own words last, where a CI log's excerpt shows them.
+		t.Fatalf("cluster create %s failed: %v\n%s", name, r.err, tailString(r.stderr, 2000))
 	}
 	c := &cluster{clusterInfo: listCluster(t, name)}
 	c.cairnconfig = filepath.Join(c.Dir, "cairnconfig")

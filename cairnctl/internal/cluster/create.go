@@ -255,7 +255,7 @@ func create(ctx context.Context, hung context.CancelCauseFunc, o CreateOptions, 
 			return res, err
 		}
 		vms[n.Name] = vm
-		go watchHang(ctx, hung, n.Name, vm.ConsolePath(), 0, 5*time.Second)
+		go newHangWatch(n.Name, vm, o.Mode).run(ctx, hung)
 		st.Nodes = append(st.Nodes, ns)
 		// Saved after every start, so destroy finds each VM even if this process dies now.
 		if err := st.Save(dir); err != nil {

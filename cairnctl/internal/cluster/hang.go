@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
 )
 
 // A guest kernel that panics, or reports a CPU stuck for minutes, will not finish a boot or a sequence.
@@ -42,18 +44,47 @@ func KernelHang(console []byte) string {
 	return ""
 }
 
-// watchHang polls a node's console from offset until ctx ends and, when its kernel hangs, cancels
-// ctx with an error wrapping ErrKernelHang that quotes the console line.
-func watchHang(ctx context.Context, cancel context.CancelCauseFunc, node, path string, offset int64, every time.Duration) {
+// A node's kernel that runs no user space is hung too, though its console stays silent: a CI run's microvm
+// guest wrote nothing after its 0.44 s line ("PCI: Fatal: No config space access function found", which
+// every microvm boot prints) for the whole 3-minute boot timeout. Under TCG the kernel runs Cairn's
+// init 3-5 s after QEMU starts when QEMU loads it (vmlinux mode), ~10-30 s through firmware and a boot
+// loader; these bounds are many times that, so a slow host is not taken for a hung kernel.
+const (
+	initWithinKernel   = 2 * time.Minute
+	initWithinFirmware = 4 * time.Minute
+)
+
+// initLine begins every line Cairn's init writes (init/boot.go): on a quiet console, the first sign that
+// the kernel has run user space.
+const initLine = "cairn init: "
+
+// hangWatch watches one node's console for its kernel hanging.
+type hangWatch struct {
+	Node    string
+	Console string
+	Offset  int64         // where the console of this boot starts
+	Every   time.Duration // how often the console is read
+	// Started is when QEMU started; with InitWithin > 0 the watch also ends the wait when no line from
+	// init has come InitWithin after it.
+	Started    time.Time
+	InitWithin time.Duration
+	// CPUs says where the VM's vCPUs are (qemu.VM.CPUs), quoted when init never ran; nil: not asked.
+	CPUs func(context.Context) ([]qemu.CPU, error)
+}
+
+// run polls the console until ctx ends and, when the kernel hangs, cancels ctx with an error wrapping
+// ErrKernelHang that quotes the console line, or says that init never ran and where the vCPUs are.
+func (w hangWatch) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	var carry []byte // a line the last read ended in the middle of
+	offset, userSpace := w.Offset, w.InitWithin <= 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(every):
+		case <-time.After(w.Every):
 		}
 		// An unreadable console (not made yet) gives nothing and keeps the offset.
-		data, _ := readFrom(path, offset)
+		data, _ := readFrom(w.Console, offset)
 		offset += int64(len(data))
 		data = append(carry, data...)
 		complete := data
@@ -62,10 +93,28 @@ func watchHang(ctx context.Context, cancel context.CancelCauseFunc, node, path s
 			complete, carry = data[:i+1], bytes.Clone(data[i+1:])
 		}
 		if line := KernelHang(complete); line != "" {
-			cancel(fmt.Errorf("node %s: %w: %q (console %s)", node, ErrKernelHang, line, path))
+			cancel(fmt.Errorf("node %s: %w: %q (console %s)", w.Node, ErrKernelHang, line, w.Console))
+			return
+		}
+		userSpace = userSpace || bytes.Contains(complete, []byte(initLine))
+		if !userSpace && time.Since(w.Started) >= w.InitWithin {
+			cancel(fmt.Errorf("node %s: %w: no line from init on its console %v after QEMU started (console %s)%s",
+				w.Node, ErrKernelHang, w.InitWithin, w.Console, w.whereCPUs(ctx)))
 			return
 		}
 	}
+}
+
+// whereCPUs is ": its vCPUs: ..." from the monitor, or why the monitor could not tell.
+func (w hangWatch) whereCPUs(ctx context.Context) string {
+	if w.CPUs == nil {
+		return ""
+	}
+	cpus, err := w.CPUs(ctx)
+	if err != nil {
+		return fmt.Sprintf("; its vCPUs unknown: %v", err)
+	}
+	return "; its vCPUs: " + qemu.CPUList(cpus)
 }
 
 // withHang puts the hang that ended ctx, if one did, in front of err.
@@ -74,4 +123,14 @@ func withHang(ctx context.Context, err error) error {
 		return fmt.Errorf("%w\n(what the wait saw: %v)", cause, err)
 	}
 	return err
+}
+
+// newHangWatch watches a VM that has just started, from the start of its console.
+func newHangWatch(node string, vm *qemu.VM, mode qemu.Mode) hangWatch {
+	w := hangWatch{Node: node, Console: vm.ConsolePath(), Every: 5 * time.Second, Started: vm.Started(),
+		InitWithin: initWithinFirmware, CPUs: vm.CPUs}
+	if mode == qemu.ModeVmlinux {
+		w.InitWithin = initWithinKernel
+	}
+	return w
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
 )
 
 const (
@@ -47,7 +49,7 @@ func TestWatchHang(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	go watchHang(ctx, cancel, "e2e-cp1", path, int64(len(old)), time.Millisecond)
+	go hangWatch{Node: "e2e-cp1", Console: path, Offset: int64(len(old)), Every: time.Millisecond}.run(ctx, cancel)
 
 	appendFile(t, path, lockup22s+"\n"+lockup27min[:30])
 	select {
@@ -88,5 +90,49 @@ func appendFile(t *testing.T, path, s string) {
 	defer f.Close()
 	if _, err := f.WriteString(s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A kernel that never runs init ends the wait once InitWithin has passed since QEMU started, naming where
+// the vCPUs are; one line from init, even before the bound, and the console's silence afterwards is
+// no hang.
+func TestWatchHangNoInit(t *testing.T) {
+	halted := func(context.Context) ([]qemu.CPU, error) {
+		return []qemu.CPU{{N: 0, Halted: true}, {N: 1, RIP: "ffffffff810705e1"}}, nil
+	}
+	tests := []struct {
+		name, console string
+		cpus          func(context.Context) ([]qemu.CPU, error)
+		want          string // in the error; "" for no hang
+	}{
+		{"silent after the kernel's last line", "[    0.440218] PCI: Fatal: No config space access function found\n", halted,
+			"no line from init on its console 1ms after QEMU started (console CONSOLE); its vCPUs: CPU#0 halted (idle, waiting for an interrupt); CPU#1 in the kernel at ffffffff810705e1"},
+		{"the monitor does not answer", "", func(context.Context) ([]qemu.CPU, error) { return nil, errors.New("qemu monitor: connection refused") },
+			"its vCPUs unknown: qemu monitor: connection refused"},
+		{"init ran", "[    0.44] PCI: Fatal: No config space access function found\ncairn init: root image mounted from /dev/loop0 (2 modules loaded), starting /sbin/machined\n", halted, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "console.log")
+			if err := os.WriteFile(path, []byte(tt.console), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			w := hangWatch{Node: "e2e-cp1", Console: path, Every: time.Millisecond, Started: time.Now(), InitWithin: time.Millisecond, CPUs: tt.cpus}
+			go w.run(ctx, cancel)
+			select {
+			case <-ctx.Done():
+				err := withHang(ctx, errors.New("waiting for the guest network: context canceled"))
+				want := strings.ReplaceAll(tt.want, "CONSOLE", path)
+				if tt.want == "" || !errors.Is(err, ErrKernelHang) || !strings.Contains(err.Error(), want) {
+					t.Errorf("the watcher ended the wait with %v, want %q", err, want)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if tt.want != "" {
+					t.Errorf("the watcher did not end the wait, want %q", tt.want)
+				}
+			}
+		})
 	}
 }

@@ -15,8 +15,10 @@ const (
 	PIDFile    = "qemu.pid"
 	// swtpmSocket is the control socket of the VM's swtpm (Config.TPM).
 	swtpmSocket = "swtpm.sock"
-	bootDisk    = "boot.qcow2"
-	varsFile    = "OVMF_VARS.fd"
+	// monitorSocket is QEMU's human monitor (monitor.go): how a hung guest's vCPUs are looked at.
+	monitorSocket = "monitor.sock"
+	bootDisk      = "boot.qcow2"
+	varsFile      = "OVMF_VARS.fd"
 )
 
 // FwCfgCmdline is the fw_cfg file carrying the extra kernel arguments in the iso and raw modes, whose
@@ -79,6 +81,7 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 		"-display", "none",
 		"-serial", "file:" + filepath.Join(c.Dir, ConsoleLog),
 		"-pidfile", filepath.Join(c.Dir, PIDFile),
+		"-monitor", "unix:" + filepath.Join(c.Dir, monitorSocket) + ",server=on,wait=off",
 	}
 	switch {
 	case c.Mode == ModeVmlinux && c.Machine == MachineMicrovm:
