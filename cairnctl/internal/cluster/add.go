@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/api/machine"
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
 )
 
 // AddOptions are the inputs of `cairnctl cluster add`.
@@ -125,6 +126,19 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 			return nil, fmt.Errorf("write %s: %w", ccPath, err)
 		}
 	}
+	// As in create (hang.go): a kernel that hangs ends the waits below with its own words.
+	hctx, hung := context.WithCancelCause(ctx)
+	defer hung(nil)
+	go newHangWatch(n.Name, vm, spec.Mode).run(hctx, hung)
+	if err := waitAdded(hctx, o, co, dir, first, ns, vm, cctx, p); err != nil {
+		return nil, withHang(hctx, err)
+	}
+	return &ns, nil
+}
+
+// waitAdded waits until the started node is Running: it joins by itself, or it is sent its join.
+func waitAdded(ctx context.Context, o AddOptions, co CreateOptions, dir string, first, ns NodeState, vm *qemu.VM, cctx *client.Context, p *Progress) error {
+	n := ns.Node
 	if o.SelfJoin || o.UserData != "" {
 		from := "kernel command line"
 		if o.UserData != "" {
@@ -132,21 +146,18 @@ func Add(ctx context.Context, o AddOptions, p *Progress) (*NodeState, error) {
 		}
 		p.Printf("%s: joins by itself through %s:%d (%s); waiting until it is Running", n.Name, first.Address, JoinPort, from)
 		if err := waitRunning(ctx, ns, cctx, co.BootTimeout+co.SequenceTimeout, p); err != nil {
-			return nil, fmt.Errorf("%w%s\nconsole %s ends with:\n%s", err, vmExit(vm), vm.ConsolePath(), ConsoleTail(vm.ConsolePath(), 2000))
+			return fmt.Errorf("%w%s\nconsole %s ends with:\n%s", err, vmExit(vm), vm.ConsolePath(), ConsoleTail(vm.ConsolePath(), 2000))
 		}
-		return &ns, nil
+		return nil
 	}
 	bctx, cancel := context.WithTimeout(ctx, co.BootTimeout)
 	b, err := WaitMaintenance(bctx, vm, ns.APIEndpoint(), ns.Token)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	p.Printf("%s: machine API answers: state %s (API after %.1fs from QEMU's start)", n.Name, b.Status.State, b.API.Seconds())
-	if err := pushJoin(ctx, dir, first, ns, b.Fingerprint, vm, cctx, co.SequenceTimeout, co.FormatEvent, p); err != nil {
-		return nil, err
-	}
-	return &ns, nil
+	return pushJoin(ctx, dir, first, ns, b.Fingerprint, vm, cctx, co.SequenceTimeout, co.FormatEvent, p)
 }
 
 // writeNodeConfig writes the new node's config from its role's config in the cluster's directory.
