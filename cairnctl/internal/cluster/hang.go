@@ -44,9 +44,9 @@ func KernelHang(console []byte) string {
 	return ""
 }
 
-// A node's kernel that runs no user space is hung too, though its console stays silent: a CI run's microvm
-// guest wrote nothing after its 0.44 s line ("PCI: Fatal: No config space access function found", which
-// every microvm boot prints) for the whole 3-minute boot timeout. Under TCG the kernel runs Cairn's
+// A node whose kernel never runs init is hung too, though its quiet console says nothing: a CI run's
+// microvm guest wrote nothing after its 0.44 s line ("PCI: Fatal: No config space access function
+// found", which every microvm boot prints) for the whole 3-minute boot timeout. Under TCG the kernel runs Cairn's
 // init 3-5 s after QEMU starts when QEMU loads it (vmlinux mode), ~10-30 s through firmware and a boot
 // loader; these bounds are many times that, so a slow host is not taken for a hung kernel.
 const (
@@ -68,8 +68,11 @@ type hangWatch struct {
 	// init has come InitWithin after it.
 	Started    time.Time
 	InitWithin time.Duration
-	// CPUs says where the VM's vCPUs are (qemu.VM.CPUs), quoted when init never ran; nil: not asked.
-	CPUs func(context.Context) ([]qemu.CPU, error)
+	// CPUs says where the VM's vCPUs are (qemu.VM.CPUs) and Network whether its TCP stack answers
+	// (qemu.VM.NetworkAnswers): quoted when init never ran, to tell a stopped kernel from a stopped
+	// console; nil: not asked.
+	CPUs    func(context.Context) ([]qemu.CPU, error)
+	Network func(context.Context) bool
 }
 
 // run polls the console until ctx ends and, when the kernel hangs, cancels ctx with an error wrapping
@@ -99,22 +102,31 @@ func (w hangWatch) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		userSpace = userSpace || bytes.Contains(complete, []byte(initLine))
 		if !userSpace && time.Since(w.Started) >= w.InitWithin {
 			cancel(fmt.Errorf("node %s: %w: no line from init on its console %v after QEMU started (console %s)%s",
-				w.Node, ErrKernelHang, w.InitWithin, w.Console, w.whereCPUs(ctx)))
+				w.Node, ErrKernelHang, w.InitWithin, w.Console, w.guest(ctx)))
 			return
 		}
 	}
 }
 
-// whereCPUs is ": its vCPUs: ..." from the monitor, or why the monitor could not tell.
-func (w hangWatch) whereCPUs(ctx context.Context) string {
-	if w.CPUs == nil {
-		return ""
+// guest is what the monitor and a network probe say of a guest whose console is silent: where its vCPUs
+// are, and whether its network answers (then user space runs, and it is the console that stopped).
+func (w hangWatch) guest(ctx context.Context) string {
+	var s string
+	if w.CPUs != nil {
+		if cpus, err := w.CPUs(ctx); err != nil {
+			s = fmt.Sprintf("; its vCPUs unknown: %v", err)
+		} else {
+			s = "; its vCPUs: " + qemu.CPUList(cpus)
+		}
 	}
-	cpus, err := w.CPUs(ctx)
-	if err != nil {
-		return fmt.Sprintf("; its vCPUs unknown: %v", err)
+	if w.Network != nil {
+		if w.Network(ctx) {
+			s += "; its network answers: user space runs, its console stopped"
+		} else {
+			s += "; its network does not answer"
+		}
 	}
-	return "; its vCPUs: " + qemu.CPUList(cpus)
+	return s
 }
 
 // withHang puts the hang that ended ctx, if one did, in front of err.
@@ -128,7 +140,7 @@ func withHang(ctx context.Context, err error) error {
 // newHangWatch watches a VM that has just started, from the start of its console.
 func newHangWatch(node string, vm *qemu.VM, mode qemu.Mode) hangWatch {
 	w := hangWatch{Node: node, Console: vm.ConsolePath(), Every: 5 * time.Second, Started: vm.Started(),
-		InitWithin: initWithinFirmware, CPUs: vm.CPUs}
+		InitWithin: initWithinFirmware, CPUs: vm.CPUs, Network: vm.NetworkAnswers}
 	if mode == qemu.ModeVmlinux {
 		w.InitWithin = initWithinKernel
 	}

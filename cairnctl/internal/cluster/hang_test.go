@@ -103,13 +103,15 @@ func TestWatchHangNoInit(t *testing.T) {
 	tests := []struct {
 		name, console string
 		cpus          func(context.Context) ([]qemu.CPU, error)
+		network       bool
 		want          string // in the error; "" for no hang
 	}{
-		{"silent after the kernel's last line", "[    0.440218] PCI: Fatal: No config space access function found\n", halted,
-			"no line from init on its console 1ms after QEMU started (console CONSOLE); its vCPUs: CPU#0 halted (idle, waiting for an interrupt); CPU#1 in the kernel at ffffffff810705e1"},
-		{"the monitor does not answer", "", func(context.Context) ([]qemu.CPU, error) { return nil, errors.New("qemu monitor: connection refused") },
+		{"silent after the kernel's last line", "[    0.440218] PCI: Fatal: No config space access function found\n", halted, false,
+			"no line from init on its console 1ms after QEMU started (console CONSOLE); its vCPUs: CPU#0 halted (idle, waiting for an interrupt); CPU#1 in the kernel at ffffffff810705e1; its network does not answer"},
+		{"the console stopped", "", halted, true, "; its network answers: user space runs, its console stopped"},
+		{"the monitor does not answer", "", func(context.Context) ([]qemu.CPU, error) { return nil, errors.New("qemu monitor: connection refused") }, false,
 			"its vCPUs unknown: qemu monitor: connection refused"},
-		{"init ran", "[    0.44] PCI: Fatal: No config space access function found\ncairn init: root image mounted from /dev/loop0 (2 modules loaded), starting /sbin/machined\n", halted, ""},
+		{"init ran", "[    0.44] PCI: Fatal: No config space access function found\ncairn init: root image mounted from /dev/loop0 (2 modules loaded), starting /sbin/machined\n", halted, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +121,8 @@ func TestWatchHangNoInit(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			w := hangWatch{Node: "e2e-cp1", Console: path, Every: time.Millisecond, Started: time.Now(), InitWithin: time.Millisecond, CPUs: tt.cpus}
+			w := hangWatch{Node: "e2e-cp1", Console: path, Every: time.Millisecond, Started: time.Now(), InitWithin: time.Millisecond,
+				CPUs: tt.cpus, Network: func(context.Context) bool { return tt.network }}
 			go w.run(ctx, cancel)
 			select {
 			case <-ctx.Done():

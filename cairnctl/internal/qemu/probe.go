@@ -64,3 +64,9 @@ func guestReset(ctx context.Context, d *net.Dialer, addr string, wait time.Durat
 	// Anything but a timeout means QEMU closed the connection: the guest answered with a reset.
 	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// NetworkAnswers makes one probe, waiting up to a second: whether the guest's TCP stack answers now.
+func (v *VM) NetworkAnswers(ctx context.Context) bool {
+	var d net.Dialer
+	return guestReset(ctx, &d, net.JoinHostPort("127.0.0.1", strconv.Itoa(v.ports[ProbePort])), time.Second)
+}
