@@ -17,6 +17,8 @@ const (
 	swtpmSocket = "swtpm.sock"
 	// monitorSocket is QEMU's human monitor (monitor.go): how a hung guest's vCPUs are looked at.
 	monitorSocket = "monitor.sock"
+	// maxSocketPath is the longest path a Unix socket's address holds on Linux (sun_path less its NUL).
+	maxSocketPath = 107
 	bootDisk      = "boot.qcow2"
 	varsFile      = "OVMF_VARS.fd"
 )
@@ -81,7 +83,10 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 		"-display", "none",
 		"-serial", "file:" + filepath.Join(c.Dir, ConsoleLog),
 		"-pidfile", filepath.Join(c.Dir, PIDFile),
-		"-monitor", "unix:" + filepath.Join(c.Dir, monitorSocket) + ",server=on,wait=off",
+	}
+	if sock := filepath.Join(c.Dir, monitorSocket); len(sock) <= maxSocketPath {
+		// A longer path does not fit a socket address and QEMU would not start: the VM goes without.
+		a = append(a, "-monitor", "unix:"+sock+",server=on,wait=off")
 	}
 	switch {
 	case c.Mode == ModeVmlinux && c.Machine == MachineMicrovm:

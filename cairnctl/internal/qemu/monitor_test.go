@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -81,5 +83,21 @@ func TestCPUsAsksTheMonitor(t *testing.T) {
 	}
 	if _, err := (&VM{cfg: Config{Dir: t.TempDir()}}).CPUs(context.Background()); err == nil {
 		t.Error("CPUs() of a VM without a monitor socket: no error")
+	}
+}
+
+// A node directory too deep for a socket's address gets no monitor rather than a QEMU that will not start.
+func TestMonitorOnlyWhereItsSocketFits(t *testing.T) {
+	for _, tt := range []struct {
+		dir  string
+		want bool
+	}{
+		{"/root/.cairn/clusters/demo/nodes/demo-cp1", true},
+		{"/" + strings.Repeat("d", maxSocketPath-len("/"+monitorSocket)-1), true},
+		{"/" + strings.Repeat("d", maxSocketPath-len("/"+monitorSocket)), false},
+	} {
+		if got := slices.Contains(args(Config{Name: "n", Dir: tt.dir, Mode: ModeVmlinux}, nil, 0), "-monitor"); got != tt.want {
+			t.Errorf("args() for a %d-byte socket path has -monitor = %v, want %v", len(tt.dir)+len("/"+monitorSocket), got, tt.want)
+		}
 	}
 }
