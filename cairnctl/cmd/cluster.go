@@ -54,7 +54,12 @@ serial (cairn-state 1 GiB, cairn-ephemeral 8 GiB, cairn-etcd 2 GiB on control pl
 private L2 shared by the cluster's VMs (10.5.0.2, .3, ...; the first control plane is the cluster
 endpoint) and the machine API (50000), Kubernetes API (6443) and join service (50001) forwarded to
 free ports on 127.0.0.1. It then inits the first control plane, joins the others, and writes the
-cairnconfig and kubeconfig. With --no-init it stops once every node answers in maintenance mode.`,
+cairnconfig and kubeconfig. With --no-init it stops once every node answers in maintenance mode.
+
+While it waits it reads every node's console: a guest kernel that panics, reports a CPU stuck for 3
+minutes or more, or has run no init 2 minutes after QEMU started (4 in the iso and raw modes) ends the
+wait at once with the kernel's line, or with where the silent VM's vCPUs are (QEMU's monitor, on
+monitor.sock in the node's directory) and whether its network answers. 'cluster add' does the same.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
