@@ -162,13 +162,20 @@ func (b *bootModules) background() {
 				return
 			}
 			start := time.Now()
-			n, err := b.loader.LoadFiles(b.dir, b.index.Rest(b.loaded()))
+			// The software watchdog only where no hardware one registers (softWatchdog).
+			n, err := b.loader.LoadFiles(b.dir, b.index.Rest(append(b.loaded(), modules.SoftWatchdog)))
 			if err != nil {
 				b.log.Warn("modules", "set", "remaining", "error", err)
 			}
 			b.log.Info("modules loaded", "set", "remaining", "count", n, "took", time.Since(start).Round(time.Millisecond))
 		}()
 	})
+}
+
+// softWatchdog loads the kernel's software watchdog; the hardware watchdog's code calls it when the
+// machine has no hardware one once every other module is loaded.
+func (b *bootModules) softWatchdog() {
+	b.load("software watchdog", func() []string { return []string{modules.SoftWatchdog} })
 }
 
 func loadModuleFile(path string) error {

@@ -32,12 +32,12 @@ func newFakeKernel(t *testing.T) *fakeKernel {
 	k.write(filepath.Join(k.dir, modules.ListName), strings.Join([]string{
 		"kernel/virtio.ko", "kernel/virtio_pci.ko", "kernel/virtio_net.ko", "kernel/e1000.ko", "kernel/virtio_blk.ko",
 		"kernel/scsi_mod.ko", "kernel/ahci.ko", "kernel/nvme.ko", "kernel/sd_mod.ko", "kernel/libcrc32c.ko", "kernel/xfs.ko",
-		"kernel/ext4.ko", "kernel/bridge.ko",
+		"kernel/ext4.ko", "kernel/softdog.ko", "kernel/bridge.ko",
 	}, "\n")+"\n")
 	k.write(filepath.Join(k.dir, "modules.dep"), "kernel/virtio.ko:\nkernel/virtio_pci.ko: kernel/virtio.ko\n"+
 		"kernel/virtio_net.ko: kernel/virtio.ko\nkernel/e1000.ko:\nkernel/virtio_blk.ko: kernel/virtio.ko\nkernel/scsi_mod.ko:\n"+
 		"kernel/ahci.ko: kernel/scsi_mod.ko\nkernel/nvme.ko:\nkernel/sd_mod.ko: kernel/scsi_mod.ko\nkernel/libcrc32c.ko:\n"+
-		"kernel/xfs.ko: kernel/libcrc32c.ko\nkernel/ext4.ko:\nkernel/bridge.ko:\n")
+		"kernel/xfs.ko: kernel/libcrc32c.ko\nkernel/ext4.ko:\nkernel/softdog.ko:\nkernel/bridge.ko:\n")
 	k.write(filepath.Join(k.dir, modules.AliasName), "alias pci:v00001AF4d*sv*sd*bc*sc*i* virtio_pci\n"+
 		"alias virtio:d00000001v* virtio_net\nalias virtio:d00000002v* virtio_blk\nalias pci:v00008086d0000100Esv*sd*bc*sc*i* e1000\n"+
 		"alias pci:v*d*sv*sd*bc01sc06i01* ahci\nalias pci:v*d*sv*sd*bc01sc08i02* nvme\nalias scsi:t-0x00* sd_mod\n"+
@@ -124,9 +124,14 @@ func TestBootModulesPhases(t *testing.T) {
 	b.background()
 	b.background()
 	<-b.all
-	// The rest: what no device needed, once each.
+	// The rest: what no device needed, once each; not the software watchdog, which would take
+	// /dev/watchdog before a hardware one.
 	if diff := cmp.Diff([]string{"e1000", "nvme", "sd_mod", "bridge"}, k.take()); diff != "" {
 		t.Errorf("background (-want +got):\n%s", diff)
+	}
+	b.softWatchdog()
+	if diff := cmp.Diff([]string{"softdog"}, k.take()); diff != "" {
+		t.Errorf("software watchdog (-want +got):\n%s", diff)
 	}
 }
 

@@ -14,22 +14,32 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/watchdog"
 )
 
-// watchdogTimeout is what the hardware watchdog is set to: a node whose state machine does not answer
+// watchdogTimeout is what the watchdog is set to: a node whose state machine does not answer
 // for this long is reset. Generous, because under emulation a busy node can stall for seconds.
 const watchdogTimeout = 60 * time.Second
 
-// hardwareWatchdog arms the machine's watchdog, when it has one, once the kernel modules are loaded
-// (its driver is one), and pets it while the node answers.
+// hardwareWatchdog arms the machine's watchdog once the kernel modules are loaded (its driver is one),
+// and pets it while the node answers. A machine with no hardware watchdog gets the kernel's software one
+// (softdog): a kernel whose CPUs are stuck but still take timer interrupts (the soft lockups seen under
+// emulation) restarts the machine, and the node boots back to where its lock says. A kernel that stops
+// taking interrupts stops its software watchdog too; only hardware resets that one.
 type hardwareWatchdog struct {
 	hw atomic.Pointer[watchdog.Hardware]
 }
 
-// run arms and pets the watchdog; it returns at once on a machine without one.
-func (w *hardwareWatchdog) run(modules <-chan struct{}, n *node.Node, log *slog.Logger, bus *events.Bus) {
+// run arms and pets the watchdog: the hardware's, else the one soft loads; it returns at once on a
+// machine where neither opens.
+func (w *hardwareWatchdog) run(modules <-chan struct{}, soft func(), n *node.Node, log *slog.Logger, bus *events.Bus) {
 	<-modules
+	kind := "hardware"
 	dev, timeout, err := sys.OpenWatchdog(sys.WatchdogDevice, watchdogTimeout)
+	if errors.Is(err, fs.ErrNotExist) && soft != nil {
+		soft()
+		kind = "software"
+		dev, timeout, err = sys.OpenWatchdog(sys.WatchdogDevice, watchdogTimeout)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
-		log.Info("watchdog: this machine has no hardware watchdog")
+		log.Info("watchdog: this machine has no watchdog")
 		return
 	}
 	if dev == nil {
@@ -39,10 +49,13 @@ func (w *hardwareWatchdog) run(modules <-chan struct{}, n *node.Node, log *slog.
 	if err != nil {
 		log.Warn("watchdog", "error", err)
 	}
-	hw := &watchdog.Hardware{Dev: dev, Timeout: timeout, Log: log}
+	hw := &watchdog.Hardware{Dev: dev, Timeout: timeout, Log: log, Software: kind == "software"}
 	w.hw.Store(hw)
-	bus.Publish(events.Event{Kind: events.KindWatchdog, Outcome: "armed",
-		Message: "hardware watchdog armed: the machine resets when the node does not answer for " + timeout.String()})
+	msg := "hardware watchdog armed: the machine resets when the node does not answer for " + timeout.String()
+	if kind == "software" {
+		msg = "software watchdog armed (the kernel's softdog; this machine has no hardware watchdog): the kernel restarts the machine when the node does not answer for " + timeout.String()
+	}
+	bus.Publish(events.Event{Kind: events.KindWatchdog, Outcome: "armed", Message: msg})
 	hw.Run(context.Background(), func() { n.Status() })
 }
 

@@ -149,7 +149,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 			mods.background()
 			pay.early(mods.disks, log, n.Status().LockedBy != "")
 			go pay.hurryOnSequence(bus)
-			go wd.run(mods.all, n, log, bus)
+			go wd.run(mods.all, mods.softWatchdog, n, log, bus)
 			handleSignals(n, log)
 		},
 	}

@@ -83,7 +83,7 @@ type platform struct {
 	handle func(n *node.Node, log *slog.Logger, bus *events.Bus)
 	// exit runs when the process ends (sandbox: restore what kubelet changed on the host).
 	exit func()
-	// watchdog stops the petting of the hardware watchdog (the WatchdogStop RPC; nil in sandbox mode).
+	// watchdog stops the petting of the watchdog (the WatchdogStop RPC; nil in sandbox mode).
 	watchdog func() (time.Duration, bool)
 	// vipLink puts cluster.vip on the node (nil: sandbox mode takes no part in its election).
 	vipLink vip.Link

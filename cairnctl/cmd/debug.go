@@ -21,11 +21,12 @@ func newDebug(g *globals) *cobra.Command {
 func newWatchdogStop(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "watchdog-stop",
-		Short: "Stop machined petting the node's hardware watchdog: the machine resets when it runs out (admin only)",
-		Long: `watchdog-stop makes machined on each selected node stop petting the machine's hardware watchdog, as
-a hung node would: the watchdog resets the machine when its timeout runs out, and the node boots back to
-where its lock says (Running, for a configured node). It shows that the watchdog is armed and works.
-A node without a hardware watchdog (QEMU's microvm, or a machine without one) answers FailedPrecondition.`,
+		Short: "Stop machined petting the node's watchdog: the machine resets when it runs out (admin only)",
+		Long: `watchdog-stop makes machined on each selected node stop petting the machine's watchdog, as a hung
+node would: the watchdog resets the machine when its timeout runs out, and the node boots back to where
+its lock says (Running, for a configured node). It shows that the watchdog is armed and works. A machine
+without a hardware watchdog (QEMU's microvm, many cloud VMs) has the kernel's software watchdog
+(softdog) armed instead; a node with neither answers FailedPrecondition.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.eachNode(func(nc nodeClient, prefix string) error {

@@ -71,8 +71,9 @@ type event struct {
 }
 
 // TestVmlinux boots the initramfs directly (microvm) with blank disks and follows one node in
-// maintenance mode: the API with the token from the kernel command line, a reboot back to Boot, a
-// dry-run plan that formats blank disks, and a shutdown that ends QEMU (issues 3 and 4). Init, and the
+// maintenance mode: the API with the token from the kernel command line, a reset by the kernel's
+// software watchdog, a reboot back to Boot, a dry-run plan that formats blank disks, and a shutdown that
+// ends QEMU (issues 3 and 4). Init, and the
 // volumes surviving a reboot, are TestControlPlane's: one Init under TCG costs minutes.
 func TestVmlinux(t *testing.T) {
 	c := createCluster(t, "vm", bootTimeout, "--no-init")
@@ -96,6 +97,12 @@ func TestVmlinux(t *testing.T) {
 
 	t.Run("payload found on its disk", func(t *testing.T) {
 		waitPayloadFound(t, maint(t), "a disk holding a squashfs image")
+	})
+
+	// microvm has no hardware watchdog: the kernel's software one resets the node. Before the reboot
+	// below, so that the line saying it is armed is this boot's.
+	t.Run("software watchdog resets a node that stops petting it", func(t *testing.T) {
+		checkWatchdogReset(t, n, maint(t), "software watchdog armed")
 	})
 
 	t.Run("reboot in Boot", func(t *testing.T) {
@@ -299,12 +306,17 @@ func TestRaw(t *testing.T) {
 	}
 	waitPayloadFound(t, maint, "(partition CAIRN-PAYLOAD-A)")
 
-	// The hardware watchdog (QEMU's i6300esb on q35): machined arms it and pets it while the node
-	// answers; told to stop petting, as a hung node would, the machine is reset and boots again. It is
-	// armed once the boot's last drivers are loaded, which under emulation can come after the payload
-	// is found; until then watchdog-stop is refused (FailedPrecondition, no watchdog armed).
-	n := c.Nodes[0]
-	waitConsole(t, n, 0, regexp.MustCompile(`hardware watchdog armed`), bootTimeout)
+	// The hardware watchdog (QEMU's i6300esb on q35).
+	checkWatchdogReset(t, c.Nodes[0], maint, "hardware watchdog armed")
+}
+
+// checkWatchdogReset: machined arms the node's watchdog (armed is what it says then) and pets it while
+// the node answers; told to stop petting, as a hung node would, the machine is reset and boots again.
+// It is armed once the boot's last drivers are loaded, which under emulation can come after the payload
+// is found; until then watchdog-stop is refused (FailedPrecondition, no watchdog armed).
+func checkWatchdogReset(t *testing.T, n node, maint func() []string, armed string) {
+	t.Helper()
+	waitConsole(t, n, 0, regexp.MustCompile(regexp.QuoteMeta(armed)), bootTimeout)
 	before := status(t, maint())
 	off := consoleSize(t, n)
 	out := mustCtl(t, time.Minute, append(maint(), "debug", "watchdog-stop")...)

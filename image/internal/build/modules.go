@@ -48,8 +48,9 @@ var RootfsModules = []string{
 	// QEMU's fw_cfg in sysfs: how the iso and raw modes pass per-node kernel arguments (see
 	// cairnctl/internal/qemu.FwCfgCmdline).
 	"qemu_fw_cfg",
-	// The hardware watchdog machined arms: QEMU's i6300esb, and the common PC chipsets' (iTCO).
-	"i6300esb", "iTCO_wdt",
+	// The hardware watchdog machined arms: QEMU's i6300esb, and the common PC chipsets' (iTCO); the
+	// kernel's software watchdog where there is none (machined/internal/modules.SoftWatchdog).
+	"i6300esb", "iTCO_wdt", "softdog",
 	// TPM (built into Debian's kernel today; listed so a modular kernel still ships them).
 	"tpm_tis", "tpm_crb",
 	// An encrypted STATE (machined/internal/modules.Encryption).

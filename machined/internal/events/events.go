@@ -18,7 +18,7 @@ const (
 	KindAuth       = "auth"
 	// KindVIP: this control plane took or gave up the cluster's virtual IP (vip.Acquired, ...).
 	KindVIP = "vip"
-	// KindWatchdog: the hardware watchdog was armed, or its petting stopped.
+	// KindWatchdog: the watchdog (hardware, or the kernel's softdog) was armed, or its petting stopped.
 	KindWatchdog = "watchdog"
 	// KindDisk: a volume became full, or has room again.
 	KindDisk = "disk"

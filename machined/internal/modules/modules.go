@@ -54,6 +54,12 @@ var Encryption = []string{"dm_mod", "dm_crypt", "ecb", "xts", "af_alg", "algif_s
 // correction) come with it.
 var Verity = []string{"dm_mod", "dm_verity"}
 
+// SoftWatchdog is the kernel's software watchdog (a timer in the kernel that restarts the machine),
+// armed only on a machine with no hardware one: QEMU's microvm, many cloud VMs. It is not among the
+// modules loaded behind the API, because the first watchdog the kernel registers becomes /dev/watchdog
+// and the hardware's must be that one.
+const SoftWatchdog = "softdog"
+
 // ListName is the builder's list of shipped modules, in load order, in /lib/modules/RELEASE.
 const ListName = "cairn.load"
 

@@ -77,7 +77,7 @@ type Server struct {
 	// Warnings are the node's conditions to show in status besides the node's own (a full volume);
 	// nil: none.
 	Warnings func() []string
-	// Watchdog stops the petting of the hardware watchdog and returns its timeout; false (or nil) when
+	// Watchdog stops the petting of the watchdog and returns its timeout; false (or nil) when
 	// none is armed.
 	Watchdog func() (time.Duration, bool)
 	// Upgrader writes upgrades into the boot slots and rolls back (nil: Unimplemented).

@@ -8,10 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WatchdogDevice is the kernel's first hardware watchdog.
+// WatchdogDevice is the kernel's first watchdog: the hardware's, or the software one (softdog) where there is none.
 const WatchdogDevice = "/dev/watchdog"
 
-// Watchdog is an open hardware watchdog: armed from the open on, until Close disarms it.
+// Watchdog is an open watchdog: armed from the open on, until Close disarms it.
 type Watchdog struct{ f *os.File }
 
 // OpenWatchdog opens and arms the watchdog at path with timeout (the driver may round it; the timeout

@@ -60,13 +60,19 @@ type Hardware struct {
 	Dev     Device
 	Timeout time.Duration // what the device was set to; it is petted every third of it
 	Log     *slog.Logger
-	stopped atomic.Bool
+	// Software says that Dev is the kernel's software watchdog (softdog), not the hardware's.
+	Software bool
+	stopped  atomic.Bool
 }
 
 // Run pets the device every third of its timeout while the node answers, until ctx ends (the device is
 // then disarmed) or Stop.
 func (h *Hardware) Run(ctx context.Context, answers func()) {
-	h.Log.Info("watchdog: hardware watchdog armed", "timeout", h.Timeout, "petted every", h.Timeout/3)
+	what := "hardware watchdog armed"
+	if h.Software {
+		what = "software watchdog armed (the kernel's softdog: no hardware watchdog)"
+	}
+	h.Log.Info("watchdog: "+what, "timeout", h.Timeout, "petted every", h.Timeout/3)
 	Pet(ctx, h.Log, h.Timeout/3, answers, func() error {
 		if h.stopped.Load() {
 			return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,4 +91,36 @@ func TestHardwareStopsPetting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The console says which watchdog is armed: e2e tests and users look for the line.
+func TestArmedSaysWhichWatchdog(t *testing.T) {
+	for _, tt := range []struct {
+		software bool
+		want     string
+	}{
+		{false, `msg="watchdog: hardware watchdog armed"`},
+		{true, `msg="watchdog: software watchdog armed (the kernel's softdog: no hardware watchdog)"`},
+	} {
+		var out strings.Builder
+		d := &fakeDevice{}
+		h := &Hardware{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&syncWriter{w: &out}, nil)), Software: tt.software}
+		cancel := run(h, func() {})
+		waitPets(t, d, 1)
+		cancel()
+		if got := out.String(); !strings.Contains(got, tt.want) {
+			t.Errorf("Software=%v: log %q, want %s", tt.software, got, tt.want)
+		}
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
