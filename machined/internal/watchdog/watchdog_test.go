@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,7 +103,7 @@ func TestArmedSaysWhichWatchdog(t *testing.T) {
 	} {
 		var out strings.Builder
 		d := &fakeDevice{}
-		h := &Hardware{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&syncWriter{w: &out}, nil)), Software: tt.software}
+		h := &Hardware{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&out, nil)), Software: tt.software}
 		cancel := run(h, func() {})
 		waitPets(t, d, 1)
 		cancel()
@@ -112,15 +111,4 @@ func TestArmedSaysWhichWatchdog(t *testing.T) {
 			t.Errorf("Software=%v: log %q, want %s", tt.software, got, tt.want)
 		}
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
