@@ -162,8 +162,7 @@ func (b *bootModules) background() {
 				return
 			}
 			start := time.Now()
-			// The software watchdog only where no hardware one registers (softWatchdog).
-			n, err := b.loader.LoadFiles(b.dir, b.index.Rest(append(b.loaded(), modules.SoftWatchdog)))
+			n, err := b.loader.LoadFiles(b.dir, b.index.Rest(b.loaded()))
 			if err != nil {
 				b.log.Warn("modules", "set", "remaining", "error", err)
 			}

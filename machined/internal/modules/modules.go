@@ -159,9 +159,10 @@ func (x *Index) Files(names, loaded []string) []string {
 	return out
 }
 
-// Rest returns the files of every shipped module not in loaded, in load order.
+// Rest returns the files of every shipped module not in loaded, in load order, but SoftWatchdog's: that
+// one is loaded only on a machine that turns out to have no hardware watchdog.
 func (x *Index) Rest(loaded []string) []string {
-	have := map[string]bool{}
+	have := map[string]bool{SoftWatchdog: true}
 	for _, n := range loaded {
 		have[norm(n)] = true
 	}
