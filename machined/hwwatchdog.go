@@ -31,11 +31,11 @@ type hardwareWatchdog struct {
 // machine where neither opens.
 func (w *hardwareWatchdog) run(modules <-chan struct{}, soft func(), n *node.Node, log *slog.Logger, bus *events.Bus) {
 	<-modules
-	kind := "hardware"
+	software := false
 	dev, timeout, err := sys.OpenWatchdog(sys.WatchdogDevice, watchdogTimeout)
 	if errors.Is(err, fs.ErrNotExist) && soft != nil {
 		soft()
-		kind = "software"
+		software = true
 		dev, timeout, err = sys.OpenWatchdog(sys.WatchdogDevice, watchdogTimeout)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
@@ -49,13 +49,10 @@ func (w *hardwareWatchdog) run(modules <-chan struct{}, soft func(), n *node.Nod
 	if err != nil {
 		log.Warn("watchdog", "error", err)
 	}
-	hw := &watchdog.Hardware{Dev: dev, Timeout: timeout, Log: log, Software: kind == "software"}
+	hw := &watchdog.Hardware{Dev: dev, Timeout: timeout, Log: log, Software: software}
 	w.hw.Store(hw)
-	msg := "hardware watchdog armed: the machine resets when the node does not answer for " + timeout.String()
-	if kind == "software" {
-		msg = "software watchdog armed (the kernel's softdog; this machine has no hardware watchdog): the kernel restarts the machine when the node does not answer for " + timeout.String()
-	}
-	bus.Publish(events.Event{Kind: events.KindWatchdog, Outcome: "armed", Message: msg})
+	bus.Publish(events.Event{Kind: events.KindWatchdog, Outcome: "armed",
+		Message: hw.Armed() + ": the machine resets when the node does not answer for " + timeout.String()})
 	hw.Run(context.Background(), func() { n.Status() })
 }
 

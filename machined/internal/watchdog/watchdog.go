@@ -65,14 +65,18 @@ type Hardware struct {
 	stopped  atomic.Bool
 }
 
+// Armed is what the console and the event say when the device is armed: which watchdog it is.
+func (h *Hardware) Armed() string {
+	if h.Software {
+		return "software watchdog armed (the kernel's softdog: no hardware watchdog)"
+	}
+	return "hardware watchdog armed"
+}
+
 // Run pets the device every third of its timeout while the node answers, until ctx ends (the device is
 // then disarmed) or Stop.
 func (h *Hardware) Run(ctx context.Context, answers func()) {
-	what := "hardware watchdog armed"
-	if h.Software {
-		what = "software watchdog armed (the kernel's softdog: no hardware watchdog)"
-	}
-	h.Log.Info("watchdog: "+what, "timeout", h.Timeout, "petted every", h.Timeout/3)
+	h.Log.Info("watchdog: "+h.Armed(), "timeout", h.Timeout, "petted every", h.Timeout/3)
 	Pet(ctx, h.Log, h.Timeout/3, answers, func() error {
 		if h.stopped.Load() {
 			return nil
