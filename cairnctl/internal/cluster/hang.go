@@ -46,9 +46,10 @@ func KernelHang(console []byte) string {
 
 // A node whose kernel never runs init is hung too, though its quiet console says nothing: a CI run's
 // microvm guest wrote nothing after its 0.44 s line ("PCI: Fatal: No config space access function
-// found", which every microvm boot prints) for the whole 3-minute boot timeout. Under TCG the kernel runs Cairn's
-// init 3-5 s after QEMU starts when QEMU loads it (vmlinux mode), ~10-30 s through firmware and a boot
-// loader; these bounds are many times that, so a slow host is not taken for a hung kernel.
+// found", which every microvm boot prints) for the whole 3-minute boot timeout. Under TCG the kernel
+// runs Cairn's init 3-5 s after QEMU starts when QEMU loads it (vmlinux mode), ~10-30 s through
+// firmware and a boot loader; these bounds are many times that, so a slow host is not taken for a hung
+// kernel.
 const (
 	initWithinKernel   = 2 * time.Minute
 	initWithinFirmware = 4 * time.Minute

@@ -27,7 +27,7 @@ func (v *VM) WaitNetwork(ctx context.Context) error {
 	if exited == nil {
 		return errors.New("qemu: not started")
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(v.ports[ProbePort]))
+	addr := v.probeAddr()
 	var d net.Dialer
 	for {
 		select {
@@ -68,5 +68,10 @@ func guestReset(ctx context.Context, d *net.Dialer, addr string, wait time.Durat
 // NetworkAnswers makes one probe, waiting up to a second: whether the guest's TCP stack answers now.
 func (v *VM) NetworkAnswers(ctx context.Context) bool {
 	var d net.Dialer
-	return guestReset(ctx, &d, net.JoinHostPort("127.0.0.1", strconv.Itoa(v.ports[ProbePort])), time.Second)
+	return guestReset(ctx, &d, v.probeAddr(), time.Second)
+}
+
+// probeAddr is the host's end of the connection forwarded to the guest's ProbePort.
+func (v *VM) probeAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(v.ports[ProbePort]))
 }
