@@ -115,7 +115,7 @@ func bootRow(t *testing.T, f *figures, repo string, img Artifacts) {
 		for _, b := range builds {
 			token := RandomToken()
 			cc := bootVM(t, fmt.Sprintf("cairn%d", i), b.img, l, []string{"cairn.token=" + token})
-			r = bootCairn(t, cc, token)
+			r = bootCairn(t, cc, token, nil)
 			b.runs = append(b.runs, r)
 			fmt.Printf("  boot %d/%d %s: network %.2fs, first Status %.2fs\n", i+1, runs, b.name, r.network.Seconds(), r.answer.Seconds())
 		}
