@@ -100,7 +100,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	pay := newPayloadSource(scanner, func(names ...string) { mods.load("payload medium", func() []string { return names }) }, reaper.Starter(), log)
 	// A slot's boot entry mounts that slot's payload, even when the other slot holds the same image.
 	pay.finder.Slot = efi.bootedSlot
-	wd := &hardwareWatchdog{}
+	wd := &machineWatchdog{}
 	plat := platform{
 		netState: cfgr,
 		clock:    &clock{log: log},

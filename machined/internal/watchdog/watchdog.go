@@ -1,7 +1,7 @@
 // Package watchdog pets a watchdog while the node answers: systemd's (sd_notify WATCHDOG=1, sandbox mode)
-// or the machine's hardware watchdog (/dev/watchdog, on a node). A node whose state machine is stuck no
-// longer answers, the petting stops, and the watchdog restarts machined (systemd) or resets the machine
-// (hardware), which then boots back to where its lock says.
+// or the machine's (/dev/watchdog on a node: the hardware's, or the kernel's softdog). A node whose state
+// machine is stuck no longer answers, the petting stops, and the watchdog restarts machined (systemd) or
+// resets the machine, which then boots back to where its lock says.
 package watchdog
 
 import (
@@ -48,15 +48,15 @@ func Pet(ctx context.Context, log *slog.Logger, period time.Duration, answers fu
 	}
 }
 
-// Device is a hardware watchdog (sys.Watchdog): armed once opened, reset by Keepalive, disarmed by
+// Device is the machine's watchdog device (sys.Watchdog): armed once opened, reset by Keepalive, disarmed by
 // Close.
 type Device interface {
 	Keepalive() error
 	Close() error
 }
 
-// Hardware pets the machine's watchdog while the node answers, until Stop.
-type Hardware struct {
+// Machine pets the machine's watchdog while the node answers, until Stop.
+type Machine struct {
 	Dev     Device
 	Timeout time.Duration // what the device was set to; it is petted every third of it
 	Log     *slog.Logger
@@ -66,7 +66,7 @@ type Hardware struct {
 }
 
 // Armed is what the console and the event say when the device is armed: which watchdog it is.
-func (h *Hardware) Armed() string {
+func (h *Machine) Armed() string {
 	if h.Software {
 		return "software watchdog armed (the kernel's softdog: no hardware watchdog)"
 	}
@@ -75,7 +75,7 @@ func (h *Hardware) Armed() string {
 
 // Run pets the device every third of its timeout while the node answers, until ctx ends (the device is
 // then disarmed) or Stop.
-func (h *Hardware) Run(ctx context.Context, answers func()) {
+func (h *Machine) Run(ctx context.Context, answers func()) {
 	h.Log.Info("watchdog: "+h.Armed(), "timeout", h.Timeout, "petted every", h.Timeout/3)
 	Pet(ctx, h.Log, h.Timeout/3, answers, func() error {
 		if h.stopped.Load() {
@@ -92,7 +92,7 @@ func (h *Hardware) Run(ctx context.Context, answers func()) {
 
 // Stop stops the petting for good without disarming: the machine resets once the timeout passes. It is
 // the test of the watchdog itself (the debug RPC); it returns the time left before the reset.
-func (h *Hardware) Stop() time.Duration {
+func (h *Machine) Stop() time.Duration {
 	h.stopped.Store(true)
 	h.Log.Warn("watchdog: petting stopped on request; the machine resets when the watchdog runs out", "within", h.Timeout)
 	return h.Timeout

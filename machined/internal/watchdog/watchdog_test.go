@@ -29,7 +29,7 @@ func waitPets(t *testing.T, d *fakeDevice, n int32) {
 	}
 }
 
-func run(h *Hardware, answers func()) (cancel func()) {
+func run(h *Machine, answers func()) (cancel func()) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); h.Run(ctx, answers) }()
@@ -37,9 +37,9 @@ func run(h *Hardware, answers func()) (cancel func()) {
 }
 
 // A node that answers is petted; the end of machined (a clean shutdown) disarms the device.
-func TestHardwarePetsAndDisarms(t *testing.T) {
+func TestMachinePetsAndDisarms(t *testing.T) {
 	d := &fakeDevice{}
-	h := &Hardware{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := &Machine{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cancel := run(h, func() {})
 	waitPets(t, d, 3)
 	cancel()
@@ -50,7 +50,7 @@ func TestHardwarePetsAndDisarms(t *testing.T) {
 
 // Stop (the debug RPC) and a node that stops answering both end the petting, and the device stays
 // armed: the machine resets.
-func TestHardwareStopsPetting(t *testing.T) {
+func TestMachineStopsPetting(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		stuck bool // the node stops answering; else Stop is called
@@ -60,7 +60,7 @@ func TestHardwareStopsPetting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakeDevice{}
-			h := &Hardware{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			h := &Machine{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			block := make(chan struct{})
 			var stuck atomic.Bool
 			cancel := run(h, func() {
@@ -103,7 +103,7 @@ func TestArmedSaysWhichWatchdog(t *testing.T) {
 	} {
 		var out strings.Builder
 		d := &fakeDevice{}
-		h := &Hardware{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&out, nil)), Software: tt.software}
+		h := &Machine{Dev: d, Timeout: 90 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&out, nil)), Software: tt.software}
 		cancel := run(h, func() {})
 		waitPets(t, d, 1)
 		cancel()

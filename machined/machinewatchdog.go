@@ -18,22 +18,22 @@ import (
 // for this long is reset. Generous, because under emulation a busy node can stall for seconds.
 const watchdogTimeout = 60 * time.Second
 
-// hardwareWatchdog arms the machine's watchdog once the kernel modules are loaded (its driver is one),
+// machineWatchdog arms the machine's watchdog once the kernel modules are loaded (its driver is one),
 // and pets it while the node answers. A machine with no hardware watchdog gets the kernel's software one
 // (softdog): a kernel whose CPUs are stuck but still take timer interrupts (the soft lockups seen under
 // emulation) restarts the machine, and the node boots back to where its lock says. A kernel that stops
 // taking interrupts stops its software watchdog too; only hardware resets that one.
-type hardwareWatchdog struct {
-	hw atomic.Pointer[watchdog.Hardware]
+type machineWatchdog struct {
+	hw atomic.Pointer[watchdog.Machine]
 }
 
 // run arms and pets the watchdog: the hardware's, else the one soft loads; it returns at once on a
 // machine where neither opens.
-func (w *hardwareWatchdog) run(modules <-chan struct{}, soft func(), n *node.Node, log *slog.Logger, bus *events.Bus) {
+func (w *machineWatchdog) run(modules <-chan struct{}, soft func(), n *node.Node, log *slog.Logger, bus *events.Bus) {
 	<-modules
 	software := false
 	dev, timeout, err := sys.OpenWatchdog(sys.WatchdogDevice, watchdogTimeout)
-	if errors.Is(err, fs.ErrNotExist) && soft != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		soft()
 		software = true
 		dev, timeout, err = sys.OpenWatchdog(sys.WatchdogDevice, watchdogTimeout)
@@ -49,7 +49,7 @@ func (w *hardwareWatchdog) run(modules <-chan struct{}, soft func(), n *node.Nod
 	if err != nil {
 		log.Warn("watchdog", "error", err)
 	}
-	hw := &watchdog.Hardware{Dev: dev, Timeout: timeout, Log: log, Software: software}
+	hw := &watchdog.Machine{Dev: dev, Timeout: timeout, Log: log, Software: software}
 	w.hw.Store(hw)
 	bus.Publish(events.Event{Kind: events.KindWatchdog, Outcome: "armed",
 		Message: hw.Armed() + ": the machine resets when the node does not answer for " + timeout.String()})
@@ -57,7 +57,7 @@ func (w *hardwareWatchdog) run(modules <-chan struct{}, soft func(), n *node.Nod
 }
 
 // stop is the WatchdogStop RPC's: false when no watchdog is armed.
-func (w *hardwareWatchdog) stop() (time.Duration, bool) {
+func (w *machineWatchdog) stop() (time.Duration, bool) {
 	hw := w.hw.Load()
 	if hw == nil {
 		return 0, false
