@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ func newVersion(g *globals) *cobra.Command {
 		Short: "Print cairnctl's version and, with --nodes or a cairnconfig, each node's",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			askNodes := !clientOnly && (len(g.nodes) > 0 || g.token != "" || g.cairnconfig != "")
+			askNodes := !clientOnly && g.namesNodes()
 			// JSON output is the nodes' answers alone, one object each, so it parses as a stream.
 			if g.output != "json" || !askNodes {
 				fmt.Fprintf(g.stdout, "cairnctl %s %s %s/%s\n", Version, Commit, runtime.GOOS, runtime.GOARCH)
@@ -58,6 +59,17 @@ func newVersion(g *globals) *cobra.Command {
 	}
 	c.Flags().BoolVar(&clientOnly, "client", false, "print only cairnctl's version")
 	return c
+}
+
+// namesNodes says whether the command line or a cairnconfig names nodes to ask: --nodes, --token,
+// --cairnconfig, or the default cairnconfig ($CAIRNCONFIG, then ~/.cairn/config) when it exists, as
+// every other command would use it.
+func (g *globals) namesNodes() bool {
+	if len(g.nodes) > 0 || g.token != "" || g.cairnconfig != "" {
+		return true
+	}
+	_, err := os.Stat(g.configPath())
+	return err == nil
 }
 
 func newStatus(g *globals) *cobra.Command {

@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cairn-os/cairn/api/machine"
@@ -22,5 +24,34 @@ func TestTPMLine(t *testing.T) {
 		{"disagrees", &machine.TPMStatus{Present: true, Measured: true, Pcr: 15, Error: "replay differs"}, []string{"DISAGREES", "replay differs"}, nil},
 	} {
 		checkText(t, tc.name+": tpmLine", tpmLine(tc.tpm), tc.want, tc.not)
+	}
+}
+
+// version asks the nodes whenever another command would: a cairnconfig in $CAIRNCONFIG counts as much
+// as one given with --cairnconfig (make run's instructions export it).
+func TestNamesNodes(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "config")
+	if err := os.WriteFile(existing, []byte("context: dev\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		g    globals
+		env  string
+		want bool
+	}{
+		{"nothing", globals{}, filepath.Join(dir, "missing"), false},
+		{"--nodes", globals{nodes: []string{"10.5.0.2"}}, filepath.Join(dir, "missing"), true},
+		{"--token", globals{token: "abc"}, filepath.Join(dir, "missing"), true},
+		{"--cairnconfig", globals{cairnconfig: existing}, filepath.Join(dir, "missing"), true},
+		{"$CAIRNCONFIG", globals{}, existing, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("CAIRNCONFIG", tc.env)
+			if got := tc.g.namesNodes(); got != tc.want {
+				t.Errorf("namesNodes() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

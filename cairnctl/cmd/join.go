@@ -47,10 +47,7 @@ taken its lock with --detach.
 			if g.output != "text" && g.output != "json" {
 				return fmt.Errorf("--output must be text or json, not %q", g.output)
 			}
-			path := g.cairnconfig
-			if path == "" {
-				path = client.DefaultConfigPath()
-			}
+			path := g.configPath()
 			cc, err := client.LoadConfig(path)
 			if err != nil {
 				return fmt.Errorf("the control plane is reached with the cluster's cairnconfig: %w", err)

@@ -104,10 +104,7 @@ No control plane admits a node with it afterwards; nodes that joined with it sta
 
 // caHash is the SHA-256 of the cluster's machine CA from the cairnconfig, what cairn.joinca= pins.
 func (g *globals) caHash() string {
-	path := g.cairnconfig
-	if path == "" {
-		path = client.DefaultConfigPath()
-	}
+	path := g.configPath()
 	cfg, err := client.LoadConfig(path)
 	if err != nil {
 		return ""

@@ -95,6 +95,14 @@ Join, the node accepts only client certificates from the cluster's machine CA: u
 	return root
 }
 
+// configPath is the cairnconfig to read: --cairnconfig, else $CAIRNCONFIG, else ~/.cairn/config.
+func (g *globals) configPath() string {
+	if g.cairnconfig != "" {
+		return g.cairnconfig
+	}
+	return client.DefaultConfigPath()
+}
+
 // clients opens a connection to each selected node.
 func (g *globals) clients() ([]nodeClient, func(), error) {
 	if g.output != "text" && g.output != "json" {
@@ -103,10 +111,7 @@ func (g *globals) clients() ([]nodeClient, func(), error) {
 	var ctx *client.Context
 	nodes := g.nodes
 	if g.token == "" || len(nodes) == 0 {
-		path := g.cairnconfig
-		if path == "" {
-			path = client.DefaultConfigPath()
-		}
+		path := g.configPath()
 		cfg, err := client.LoadConfig(path)
 		switch {
 		case err == nil:
