@@ -256,12 +256,18 @@ func (n *Node) startHistory(raw []byte) error {
 }
 
 // ConfigHistory lists the configs applied to the node, newest first, and the hash of the one stored.
+// Before the first change the history on STATE is empty (startHistory writes Init's or Join's config
+// when something first replaces it): the list then holds that config as the generation it will get.
 func (n *Node) ConfigHistory() ([]configapply.Entry, string, error) {
 	if n.nodeLock() == nil || n.nodeLock().Record() == nil {
 		return nil, "", ErrNotLocked
 	}
+	rec := n.nodeLock().Record()
 	list, err := n.history().List()
-	return list, n.nodeLock().Record().ConfigSHA256, err
+	if err == nil && len(list) == 0 {
+		list = []configapply.Entry{{Generation: 1, Time: rec.Taken.UTC(), Client: rec.Owner, Mode: configapply.Mode(rec.Owner), SHA256: rec.ConfigSHA256}}
+	}
+	return list, rec.ConfigSHA256, err
 }
 
 func (n *Node) history() configapply.History {

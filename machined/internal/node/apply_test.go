@@ -100,6 +100,11 @@ func TestApplyLiveStoresAndRecords(t *testing.T) {
 	r := &reconfigurer{}
 	h, c := runningNode(t, t.TempDir(), r)
 
+	// Before any change the history shows the config of Init, in force.
+	if list, current, err := h.ConfigHistory(); err != nil || len(list) != 1 || list[0].Client != "init" || list[0].Generation != 1 || list[0].SHA256 != current {
+		t.Errorf("history before a change = %+v (current %s), %v; want Init's config as generation 1", list, current, err)
+	}
+
 	lines, err := apply(h, ApplyRequest{Config: withMaxPods(t, c.ControlPlaneYAML, 50), Mode: configapply.Auto, DryRun: true})
 	if err != nil || storedMaxPods(t, h) != 0 || len(r.applied()) != 0 {
 		t.Fatalf("dry run: err %v, stored maxPods %d, applied %v: want nothing changed", err, storedMaxPods(t, h), r.applied())
@@ -121,7 +126,7 @@ func TestApplyLiveStoresAndRecords(t *testing.T) {
 		t.Errorf("paths handed to the workload (-want +got):\n%s", diff)
 	}
 	list, current, err := h.ConfigHistory()
-	if err != nil || len(list) != 2 || list[0].Client != "admin-test" || list[1].Client != "init" || list[0].SHA256 != current {
+	if err != nil || len(list) != 2 || list[0].Client != "admin-test" || list[0].Generation != 2 || list[1].Client != "init" || list[0].SHA256 != current {
 		t.Errorf("history = %+v (current %s), %v; want the applied config over Init's", list, current, err)
 	}
 
