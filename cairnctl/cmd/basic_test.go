@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cairn-os/cairn/api/machine"
@@ -53,5 +54,25 @@ func TestNamesNodes(t *testing.T) {
 				t.Errorf("namesNodes() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A group refuses a subcommand it does not have (exit 1, with a suggestion) and prints its help when
+// named alone (exit 0).
+func TestUnknownSubcommand(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{[]string{"etcd", "membrs"}, 1, `unknown command "membrs" for "cairnctl etcd"; did you mean members?`},
+		{[]string{"tpm", "status"}, 1, `unknown command "status" for "cairnctl tpm"`},
+		{[]string{"tpm"}, 0, "Available Commands:"},
+	} {
+		var out, errOut strings.Builder
+		code := run(tc.args, &out, &errOut)
+		if code != tc.wantCode || !strings.Contains(out.String()+errOut.String(), tc.want) {
+			t.Errorf("cairnctl %s = exit %d, %q %q; want exit %d and %q", strings.Join(tc.args, " "), code, out.String(), errOut.String(), tc.wantCode, tc.want)
+		}
 	}
 }

@@ -92,6 +92,7 @@ Join, the node accepts only client certificates from the cluster's machine CA: u
 		newLogs(g), newDmesg(g), newEtcd(g), newCerts(g),
 		newImage(g), newDebug(g), newUpgrade(g), newRollback(g), newInstall(g),
 	)
+	refuseUnknownSubcommands(root)
 	return root
 }
 
@@ -206,4 +207,27 @@ func describe(err error) string {
 		return fmt.Sprintf("%s: %s", s.Code(), s.Message())
 	}
 	return err.Error()
+}
+
+// refuseUnknownSubcommands makes every group below the root (cairnctl tpm, cairnctl etcd, ...) refuse a
+// subcommand it does not have, with cobra's suggestions, and exit 1. cobra checks that only for the
+// root: "cairnctl tpm status" printed tpm's help and exited 0, as if something had run. A group named
+// alone still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if sub.HasSubCommands() && !sub.Runnable() {
+			sub.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only on the root
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return cmd.Help()
+				}
+				msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += "; did you mean " + strings.Join(s, " or ") + "?"
+				}
+				return fmt.Errorf("%s (cairnctl %s --help lists them)", msg, strings.TrimPrefix(cmd.CommandPath(), "cairnctl "))
+			}
+		}
+		refuseUnknownSubcommands(sub)
+	}
 }
