@@ -70,6 +70,11 @@ so any control plane lists them all. A token's secret is never kept, only its ha
 			if g.output == "json" {
 				return printJSON(g.stdout, r)
 			}
+			if len(r.Tokens) == 0 {
+				// Spent and expired tokens are gone from the list: say so rather than print a bare header.
+				fmt.Fprintln(g.stdout, "no join tokens in force (cairnctl join-token create makes one)")
+				return nil
+			}
 			w := table(g.stdout)
 			fmt.Fprintln(w, "ID\tROLE\tEXPIRES\tUSES LEFT")
 			for _, t := range r.Tokens {
