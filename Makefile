@@ -103,7 +103,7 @@ e2e-powercut: image ## power cuts during Init, a worker's join with PHASE=join, 
 	./hack/deps.sh qemu
 	CAIRN_E2E_POWERCUT=1 CAIRN_POWERCUT_PHASE=$(PHASE) CAIRN_POWERCUT_POINTS=$(or $(POINTS),20) CAIRN_POWERCUT_SEED=$(SEED) $(GO) test -tags e2e -timeout 300m -count=1 -v -run 'TestPowerCut$$' ./hack/e2e/
 
-e2e-upgrade: image ## upgrade a raw-disk node to a second build, roll back, then survive a broken image (about 25 minutes; not in make test)
+e2e-upgrade: image ## upgrade a raw-disk node to a second build, roll back, then survive a broken image (10-25 minutes; not in make test)
 	./hack/deps.sh qemu
 	CAIRN_E2E_UPGRADE=1 $(GO) test -tags e2e -timeout 60m -count=1 -v -run 'TestUpgrade$$' ./hack/e2e/
 
