@@ -57,8 +57,8 @@ func TestNamesNodes(t *testing.T) {
 	}
 }
 
-// A group refuses a subcommand it does not have (exit 1, with a suggestion) and prints its help when
-// named alone (exit 0).
+// A group refuses a subcommand it does not have (exit 1, with a suggestion, without its help) and prints
+// its help when named alone (exit 0).
 func TestUnknownSubcommand(t *testing.T) {
 	for _, tc := range []struct {
 		args     []string
@@ -67,11 +67,13 @@ func TestUnknownSubcommand(t *testing.T) {
 	}{
 		{[]string{"etcd", "membrs"}, 1, `unknown command "membrs" for "cairnctl etcd"; did you mean members?`},
 		{[]string{"tpm", "status"}, 1, `unknown command "status" for "cairnctl tpm"`},
+		{[]string{"tpm", "status", "--help"}, 1, `unknown command "status" for "cairnctl tpm"`},
 		{[]string{"tpm"}, 0, "Available Commands:"},
 	} {
 		var out, errOut strings.Builder
 		code := run(tc.args, &out, &errOut)
-		if code != tc.wantCode || !strings.Contains(out.String()+errOut.String(), tc.want) {
+		all := out.String() + errOut.String()
+		if code != tc.wantCode || !strings.Contains(all, tc.want) || (code != 0 && strings.Contains(all, "Usage:")) {
 			t.Errorf("cairnctl %s = exit %d, %q %q; want exit %d and %q", strings.Join(tc.args, " "), code, out.String(), errOut.String(), tc.wantCode, tc.want)
 		}
 	}

@@ -54,7 +54,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		if unknownSubcommand(cmd) == nil { // else the refusal below says what is wrong, without the help
+			help(cmd, args)
+		}
+	})
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		err = unknownSubcommand(cmd)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "cairnctl:", describe(err))
 		return 1
 	}
@@ -92,7 +102,6 @@ Join, the node accepts only client certificates from the cluster's machine CA: u
 		newLogs(g), newDmesg(g), newEtcd(g), newCerts(g),
 		newImage(g), newDebug(g), newUpgrade(g), newRollback(g), newInstall(g),
 	)
-	refuseUnknownSubcommands(root)
 	return root
 }
 
@@ -209,25 +218,19 @@ func describe(err error) string {
 	return err.Error()
 }
 
-// refuseUnknownSubcommands makes every group below the root (cairnctl tpm, cairnctl etcd, ...) refuse a
-// subcommand it does not have, with cobra's suggestions, and exit 1. cobra checks that only for the
-// root: "cairnctl tpm status" printed tpm's help and exited 0, as if something had run. A group named
-// alone still prints its help.
-func refuseUnknownSubcommands(c *cobra.Command) {
-	for _, sub := range c.Commands() {
-		if sub.HasSubCommands() && !sub.Runnable() {
-			sub.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only on the root
-			sub.RunE = func(cmd *cobra.Command, args []string) error {
-				if len(args) == 0 {
-					return cmd.Help()
-				}
-				msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-					msg += "; did you mean " + strings.Join(s, " or ") + "?"
-				}
-				return fmt.Errorf("%s (cairnctl %s --help lists them)", msg, strings.TrimPrefix(cmd.CommandPath(), "cairnctl "))
-			}
-		}
-		refuseUnknownSubcommands(sub)
+// unknownSubcommand refuses what cobra lets through below the root: a group (cairnctl tpm, cairnctl
+// etcd, ...) given a subcommand it does not have. cobra checks that only for the root, and a group, which
+// does not run, prints its help for any arguments: "cairnctl tpm status" printed tpm's help and exited 0,
+// as if something had run. A group named alone still prints its help.
+func unknownSubcommand(cmd *cobra.Command) error {
+	args := cmd.Flags().Args()
+	if !cmd.HasSubCommands() || cmd.Runnable() || len(args) == 0 {
+		return nil
 	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only on the root
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return fmt.Errorf("%s (cairnctl %s --help lists them)", msg, strings.TrimPrefix(cmd.CommandPath(), "cairnctl "))
 }
