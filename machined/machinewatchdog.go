@@ -24,7 +24,7 @@ const watchdogTimeout = 60 * time.Second
 // emulation) restarts the machine, and the node boots back to where its lock says. A kernel that stops
 // taking interrupts stops its software watchdog too; only hardware resets that one.
 type machineWatchdog struct {
-	hw atomic.Pointer[watchdog.Machine]
+	armed atomic.Pointer[watchdog.Machine] // nil until the device is open
 }
 
 // run arms and pets the watchdog: the hardware's, else the one soft loads; it returns at once on a
@@ -49,18 +49,18 @@ func (w *machineWatchdog) run(modules <-chan struct{}, soft func(), n *node.Node
 	if err != nil {
 		log.Warn("watchdog", "error", err)
 	}
-	hw := &watchdog.Machine{Dev: dev, Timeout: timeout, Log: log, Software: software}
-	w.hw.Store(hw)
+	m := &watchdog.Machine{Dev: dev, Timeout: timeout, Log: log, Software: software}
+	w.armed.Store(m)
 	bus.Publish(events.Event{Kind: events.KindWatchdog, Outcome: "armed",
-		Message: hw.Armed() + ": the machine resets when the node does not answer for " + timeout.String()})
-	hw.Run(context.Background(), func() { n.Status() })
+		Message: m.Armed() + ": the machine resets when the node does not answer for " + timeout.String()})
+	m.Run(context.Background(), func() { n.Status() })
 }
 
 // stop is the WatchdogStop RPC's: false when no watchdog is armed.
 func (w *machineWatchdog) stop() (time.Duration, bool) {
-	hw := w.hw.Load()
-	if hw == nil {
+	m := w.armed.Load()
+	if m == nil {
 		return 0, false
 	}
-	return hw.Stop(), true
+	return m.Stop(), true
 }

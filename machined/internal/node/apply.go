@@ -250,9 +250,14 @@ func (n *Node) startHistory(raw []byte) error {
 	if err != nil || len(list) > 0 {
 		return err
 	}
-	rec := n.nodeLock().Record()
-	_, err = h.Add(configapply.Entry{Client: rec.Owner, Mode: configapply.Mode(rec.Owner), Time: rec.Taken}, raw)
+	_, err = h.Add(n.lockEntry(), raw)
 	return err
+}
+
+// lockEntry is the history's entry for the config of Init or Join, from the node lock: who took it and when.
+func (n *Node) lockEntry() configapply.Entry {
+	rec := n.nodeLock().Record()
+	return configapply.Entry{Client: rec.Owner, Mode: configapply.Mode(rec.Owner), Time: rec.Taken.UTC(), SHA256: rec.ConfigSHA256}
 }
 
 // ConfigHistory lists the configs applied to the node, newest first, and the hash of the one stored.
@@ -262,12 +267,13 @@ func (n *Node) ConfigHistory() ([]configapply.Entry, string, error) {
 	if n.nodeLock() == nil || n.nodeLock().Record() == nil {
 		return nil, "", ErrNotLocked
 	}
-	rec := n.nodeLock().Record()
 	list, err := n.history().List()
 	if err == nil && len(list) == 0 {
-		list = []configapply.Entry{{Generation: 1, Time: rec.Taken.UTC(), Client: rec.Owner, Mode: configapply.Mode(rec.Owner), SHA256: rec.ConfigSHA256}}
+		e := n.lockEntry()
+		e.Generation = 1
+		list = []configapply.Entry{e}
 	}
-	return list, rec.ConfigSHA256, err
+	return list, n.nodeLock().Record().ConfigSHA256, err
 }
 
 func (n *Node) history() configapply.History {
