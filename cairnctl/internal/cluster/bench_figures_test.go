@@ -38,7 +38,11 @@ type figure struct {
 
 // stamp is one console line and when the host saw it, counted from QEMU's start.
 type stamp struct {
-	At   float64 `json:"at"` // seconds
+	At float64 `json:"at"` // seconds
+	// CPU is the CPU time QEMU had used by then, in seconds (qemu.VM.CPUTime): with one vCPU, its growth
+	// between two lines over their distance is how busy the guest was in between, and what is not busy is
+	// waiting (a driver's probe, a timer) that other work could have used.
+	CPU  float64 `json:"cpu,omitempty"`
 	Line string  `json:"line"`
 }
 
