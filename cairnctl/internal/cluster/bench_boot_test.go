@@ -57,6 +57,21 @@ type bootResult struct {
 	console         []stamp
 }
 
+// machinedStartLine is how init's last line on the console starts, for the floor and Cairn alike: the root image
+// is mounted and machined (or the floor's fakemachined) is started.
+const machinedStartLine = "cairn init: root image mounted"
+
+// afterInit is the first answer's time counted from init's line (seconds): the part of the boot after the
+// kernel's, which is the same kernel for the floor and Cairn. 0 if the line was not seen.
+func (r bootResult) afterInit() float64 {
+	for _, l := range r.console {
+		if strings.HasPrefix(l.Line, machinedStartLine) {
+			return r.answer.Seconds() - l.At
+		}
+	}
+	return 0
+}
+
 // bootFloor boots the trivial init and waits for its banner on the API port.
 func bootFloor(t *testing.T, c qemu.Config) bootResult {
 	t.Helper()
