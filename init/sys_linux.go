@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/u-root/u-root/pkg/kmodule"
 	"golang.org/x/sys/unix"
@@ -29,15 +30,22 @@ func (linuxSystem) KernelRelease() (string, error) {
 
 func (linuxSystem) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 
-// LoadModule uses finit_module through kmodule (which also handles .ko.xz/.gz/.zst). A module that is
-// already loaded is fine.
+// LoadModule loads an uncompressed module (.ko) with finit_module(2), the kernel reading the file itself,
+// and a compressed one (.ko.xz/.gz/.zst) through kmodule, which decompresses it first. kmodule.FileInit is
+// not used for the first: in u-root v0.16.0 it reads a .ko whole into memory and uses init_module(2)
+// (machined/internal/sys/module.go says more). A module that is already loaded is fine.
 func (linuxSystem) LoadModule(file, params string) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := kmodule.FileInit(f, params, 0); err != nil && !errors.Is(err, unix.EEXIST) {
+	if strings.HasSuffix(file, ".ko") {
+		err = os.NewSyscallError("finit_module", unix.FinitModule(int(f.Fd()), params, 0))
+	} else {
+		err = kmodule.FileInit(f, params, 0)
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return err
 	}
 	return nil

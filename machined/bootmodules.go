@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/u-root/u-root/pkg/kmodule"
-
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 )
@@ -175,13 +173,4 @@ func (b *bootModules) background() {
 // machine has no hardware one once every other module is loaded.
 func (b *bootModules) softWatchdog() {
 	b.load("software watchdog", func() []string { return []string{modules.SoftWatchdog} })
-}
-
-func loadModuleFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return kmodule.FileInit(f, "", 0)
 }

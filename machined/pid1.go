@@ -57,7 +57,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	}
 	memoryAccountingAtStart(log)
 	sys.CtrlAltDelSignals() // ctrl-alt-del becomes SIGINT: a clean reboot
-	mods := newBootModules(log, modules.Loader{File: loadModuleFile}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
+	mods := newBootModules(log, modules.Loader{File: sys.LoadModule}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
 	// The disk controllers' drivers load beside the rest: they wait for their links, DHCP for its server.
 	mods.startDisks()
 	mods.buses()

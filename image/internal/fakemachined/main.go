@@ -31,7 +31,7 @@ func main() {
 	}
 	logf("started as PID %d, args %q", os.Getpid(), os.Args[1:])
 	for _, m := range []string{"virtio_pci", "virtio_mmio", "virtio_net"} {
-		if err := kmodule.Probe(m, ""); err != nil {
+		if err := load(m); err != nil {
 			logf("load %s: %v", m, err)
 		}
 	}
@@ -153,4 +153,25 @@ func network() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// load loads a module and what it depends on, in the order modules.dep gives, each with finit_module(2)
+// as machined does (kmodule's own loading of a .ko reads it whole into memory first, in u-root v0.16.0).
+func load(name string) error {
+	var paths []string
+	if err := kmodule.ProbeOptions(name, "", kmodule.ProbeOpts{DryRunCB: func(p string) { paths = append(paths, p) }}); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		err = unix.FinitModule(int(f.Fd()), "", 0)
+		f.Close()
+		if err != nil && err != unix.EEXIST {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return nil
 }
