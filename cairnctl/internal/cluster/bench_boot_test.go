@@ -57,8 +57,8 @@ type bootResult struct {
 	console         []stamp
 }
 
-// machinedStartLine is how init's last line on the console starts, for the floor and Cairn alike: the root image
-// is mounted and machined (or the floor's fakemachined) is started.
+// machinedStartLine is how init's last line on the console starts, for the floor and Cairn alike: the
+// root image is mounted and machined (or the floor's fakemachined) is started.
 const machinedStartLine = "cairn init: root image mounted"
 
 // afterInit is the first answer's time counted from init's line (seconds): the part of the boot after the
