@@ -1,7 +1,8 @@
 // Command fakemachined stands in for machined while testing the image and the QEMU launcher: it runs
 // as PID 1 on the root image, loads the NIC modules in the order of the image's modules.dep with
-// finit_module (as machined does), configures the user-network address, and answers TCP on :50000 with one line. It
-// also runs the shipped disk tools once to show that their libraries were copied. Never shipped.
+// finit_module (as machined does), configures the user-network address, and answers TCP on :50000 with
+// one line. It also runs the shipped disk tools once to show that their libraries were copied. Never
+// shipped.
 package main
 
 import (
