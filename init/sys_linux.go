@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/u-root/u-root/pkg/kmodule"
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-os/cairn/internal/modload"
 )
 
 // linuxSystem does boot's effects for real.
@@ -30,22 +30,9 @@ func (linuxSystem) KernelRelease() (string, error) {
 
 func (linuxSystem) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 
-// LoadModule loads an uncompressed module (.ko) with finit_module(2), the kernel reading the file itself,
-// and a compressed one (.ko.xz/.gz/.zst) through kmodule, which decompresses it first. kmodule.FileInit is
-// not used for the first: in u-root v0.16.0 it reads a .ko whole into memory and uses init_module(2)
-// (machined/internal/sys/module.go says more). A module that is already loaded is fine.
+// LoadModule loads a module file (modload.Load says how). A module that is already loaded is fine.
 func (linuxSystem) LoadModule(file, params string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if strings.HasSuffix(file, ".ko") {
-		err = os.NewSyscallError("finit_module", unix.FinitModule(int(f.Fd()), params, 0))
-	} else {
-		err = kmodule.FileInit(f, params, 0)
-	}
-	if err != nil && !errors.Is(err, unix.EEXIST) {
+	if err := modload.Load(file, params); err != nil && !errors.Is(err, unix.EEXIST) {
 		return err
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-os/cairn/api/config"
+	"github.com/cairn-os/cairn/internal/modload"
 	"github.com/cairn-os/cairn/machined/internal/cmdline"
 	"github.com/cairn-os/cairn/machined/internal/disk/apply"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
@@ -57,7 +58,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	}
 	memoryAccountingAtStart(log)
 	sys.CtrlAltDelSignals() // ctrl-alt-del becomes SIGINT: a clean reboot
-	mods := newBootModules(log, modules.Loader{File: sys.LoadModule}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
+	mods := newBootModules(log, modules.Loader{File: func(path string) error { return modload.Load(path, "") }}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
 	// The disk controllers' drivers load beside the rest: they wait for their links, DHCP for its server.
 	mods.startDisks()
 	mods.buses()

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"github.com/u-root/u-root/pkg/kmodule"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-os/cairn/internal/modload"
 )
 
 // Banner is what the fake answers on :50000; tests look for it.
@@ -156,21 +159,15 @@ func network() error {
 	}
 }
 
-// load loads a module and what it depends on, in the order modules.dep gives, each with finit_module(2)
-// as machined does (kmodule's own loading of a .ko reads it whole into memory first, in u-root v0.16.0).
+// load loads a module and what it depends on, in the order modules.dep gives, each as machined does
+// (modload.Load: kmodule's own loading of a .ko reads it whole into memory first, in u-root v0.16.0).
 func load(name string) error {
 	var paths []string
 	if err := kmodule.ProbeOptions(name, "", kmodule.ProbeOpts{DryRunCB: func(p string) { paths = append(paths, p) }}); err != nil {
 		return err
 	}
 	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		err = unix.FinitModule(int(f.Fd()), "", 0)
-		f.Close()
-		if err != nil && err != unix.EEXIST {
+		if err := modload.Load(p, ""); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 	}

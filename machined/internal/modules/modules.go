@@ -65,7 +65,7 @@ const ListName = "cairn.load"
 
 // Loader loads module files.
 type Loader struct {
-	// File loads one module file, no dependencies (sys.LoadModule in machined).
+	// File loads one module file, no dependencies (modload.Load in machined).
 	File func(path string) error
 }
 

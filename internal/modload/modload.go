@@ -1,4 +1,6 @@
-package sys
+// Package modload loads one kernel module file, for every program of the image that loads modules:
+// init, machined and the bench's floor (image/internal/fakemachined).
+package modload
 
 import (
 	"os"
@@ -8,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LoadModule loads the kernel module in the file at path, without parameters or dependencies.
+// Load loads the kernel module in the file at path with params, without its dependencies.
 //
 // An uncompressed module (.ko, what the image ships) goes to finit_module(2): the kernel reads the file
 // itself. u-root's kmodule.FileInit means to do that too, but in v0.16.0 its compression check answers the
@@ -16,14 +18,14 @@ import (
 // the caller's heap and handed it over with init_module(2). In a boot that was 5 MB of machined's heap,
 // read in growing buffers, and most of the collections before the API answered. A compressed module
 // (.ko.xz, .ko.gz, .ko.zst) still goes through kmodule, which decompresses it.
-func LoadModule(path string) error {
+func Load(path, params string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if !strings.HasSuffix(path, ".ko") {
-		return kmodule.FileInit(f, "", 0)
+		return kmodule.FileInit(f, params, 0)
 	}
-	return os.NewSyscallError("finit_module", unix.FinitModule(int(f.Fd()), "", 0))
+	return os.NewSyscallError("finit_module", unix.FinitModule(int(f.Fd()), params, 0))
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package sys
+package modload
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 
 // An uncompressed module goes to finit_module(2), the kernel reading the file: what the kernel refuses
 // here (a file that is no module) is finit_module's answer, not init_module's after a read into memory.
-func TestLoadModuleUsesFinit(t *testing.T) {
+func TestLoadUsesFinit(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("loading a kernel module needs root")
 	}
@@ -19,12 +19,12 @@ func TestLoadModuleUsesFinit(t *testing.T) {
 	if err := os.WriteFile(p, []byte("not an ELF object"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := LoadModule(p)
+	err := Load(p, "")
 	var se *os.SyscallError
 	if !errors.As(err, &se) || se.Syscall != "finit_module" {
-		t.Fatalf("LoadModule(%s) = %v, want finit_module's refusal", p, err)
+		t.Fatalf("Load(%s) = %v, want finit_module's refusal", p, err)
 	}
-	if err := LoadModule(filepath.Join(t.TempDir(), "missing.ko")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("LoadModule(a missing file) = %v, want it not to exist", err)
+	if err := Load(filepath.Join(t.TempDir(), "missing.ko"), ""); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(a missing file) = %v, want it not to exist", err)
 	}
 }
