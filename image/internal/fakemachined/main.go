@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/u-root/u-root/pkg/kmodule"
@@ -162,8 +163,8 @@ func network() error {
 // load loads a module and what it depends on, in the order modules.dep gives, each as machined does
 // (modload.Load: kmodule's own loading of a .ko reads it whole into memory first, in u-root v0.16.0).
 func load(name string) error {
-	var paths []string
-	if err := kmodule.ProbeOptions(name, "", kmodule.ProbeOpts{DryRunCB: func(p string) { paths = append(paths, p) }}); err != nil {
+	paths, err := loadOrder(name, kmodule.ProbeOpts{})
+	if err != nil {
 		return err
 	}
 	for _, p := range paths {
@@ -172,4 +173,23 @@ func load(name string) error {
 		}
 	}
 	return nil
+}
+
+// loadOrder is the module's path and its dependencies', each after what it needs. kmodule walks the
+// dependencies in goroutines of its own and calls DryRunCB from them: the lock keeps every path (an
+// unguarded append lost some, and a module was then loaded before what it needs).
+func loadOrder(name string, opts kmodule.ProbeOpts) ([]string, error) {
+	var (
+		mu    sync.Mutex
+		paths []string
+	)
+	opts.DryRunCB = func(p string) {
+		mu.Lock()
+		defer mu.Unlock()
+		paths = append(paths, p)
+	}
+	if err := kmodule.ProbeOptions(name, "", opts); err != nil {
+		return nil, err
+	}
+	return paths, nil
 }
