@@ -122,7 +122,7 @@ func (w *Workload) leaveEtcd(ctx context.Context) error {
 	}
 	// The others by their client URLs (by name), then by the addresses they recorded: a leave must not
 	// depend on this node's /etc/hosts being current.
-	recorded := w.etcdNames(ctx)
+	recorded, _ := w.etcdNames(ctx) // none: by the client URLs alone
 	var others []string
 	for _, m := range members {
 		if !slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(self, u) }) {

@@ -49,43 +49,68 @@ func (w *Workload) controlPlane() bool {
 // control plane, the addresses its etcd members recorded (etcdNames); before either answers, just this
 // node when it is one.
 func (w *Workload) Members(ctx context.Context) []*machine.Member {
-	out, _ := w.currentMembers(ctx)
+	out := w.currentMembers(ctx).members()
 	if len(out) == 0 && w.controlPlane() {
 		out = []*machine.Member{w.self()}
 	}
 	return out
 }
 
-// currentMembers are the Nodes' control planes with etcd's records (on a control plane), each source
-// asked with a time limit of its own, so an API that does not answer (a control plane booting, its
-// VIP moving) leaves time for etcd; answered is false when neither did.
-func (w *Workload) currentMembers(ctx context.Context) (members []*machine.Member, answered bool) {
+// memberAnswers is what the two sources of the members said: the Nodes' control planes and, on a control
+// plane, the addresses etcd's members recorded. An error is a source that did not answer.
+type memberAnswers struct {
+	api      []*machine.Member
+	apiErr   error
+	recorded map[string]string
+	etcdErr  error // nil on a worker, which asks no etcd
+}
+
+// answered: at least one source answered.
+func (a memberAnswers) answered() bool { return a.apiErr == nil || a.recorded != nil }
+
+// members are both answers together (etcd's address for a member both know).
+func (a memberAnswers) members() []*machine.Member { return withEtcdNames(a.api, a.recorded) }
+
+// over lays the answers over the members known before: only a refresh that every source answered may
+// take a member away. One source alone does not know them all (a joining control plane is in etcd's
+// records before it has a Node), and make e2e-ha saw what a partial answer does: the first control
+// plane's etcd, too busy to answer within memberQueryTimeout while a third control plane joined, left the
+// API's two Nodes as the whole cluster, the learner's name went from /etc/hosts, and that etcd member could
+// no longer reach the learner to send it its snapshot.
+func (a memberAnswers) over(known []*machine.Member) []*machine.Member {
+	if a.apiErr != nil || a.etcdErr != nil {
+		return withMembers(known, a.members())
+	}
+	return a.members()
+}
+
+// currentMembers asks both sources, each with a time limit of its own, so an API that does not answer
+// (a control plane booting, its VIP moving) leaves time for etcd.
+func (w *Workload) currentMembers(ctx context.Context) memberAnswers {
+	var a memberAnswers
 	actx, cancel := context.WithTimeout(ctx, memberQueryTimeout)
-	api, err := w.apiMembers(actx)
+	a.api, a.apiErr = w.apiMembers(actx)
 	cancel()
 	ectx, cancel := context.WithTimeout(ctx, memberQueryTimeout)
 	defer cancel()
-	recorded := w.etcdNames(ectx)
-	if err != nil && recorded == nil {
-		return nil, false
-	}
-	return withEtcdNames(api, recorded), true
+	a.recorded, a.etcdErr = w.etcdNames(ectx)
+	return a
 }
 
 // memberQueryTimeout bounds each of currentMembers' questions.
 const memberQueryTimeout = 8 * time.Second
 
-// etcdNames are the addresses the cluster's etcd members recorded (etcdops.Names), on a control plane
-// whose member answers; nil elsewhere.
-func (w *Workload) etcdNames(ctx context.Context) map[string]string {
+// etcdNames are the addresses the cluster's etcd members recorded (etcdops.Names), on a control plane;
+// nil and no error elsewhere.
+func (w *Workload) etcdNames(ctx context.Context) (map[string]string, error) {
 	if !w.controlPlane() || w.Renderer() == nil {
-		return nil
+		return nil, nil
 	}
 	names, err := w.etcdOps().Names(ctx)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	return names
+	return names, nil
 }
 
 // knownMembers are the members last published.
@@ -140,7 +165,7 @@ func (w *Workload) recordEtcdName(ctx context.Context) error {
 // asking the API, which a booting control plane does not serve yet (a refresh through it waited for its
 // timeout there) and which has no Node yet for a member that is joining.
 func (w *Workload) publishEtcdNames(ctx context.Context) {
-	if names := w.etcdNames(ctx); len(names) > 0 {
+	if names, _ := w.etcdNames(ctx); len(names) > 0 {
 		w.publishNames(withEtcdNames(w.knownMembers(), names))
 	}
 }
@@ -183,7 +208,10 @@ func (w *Workload) discoveryNames(ctx context.Context) error {
 	if w.Hosts == nil {
 		return nil
 	}
-	members, _ := w.currentMembers(ctx)
+	var members []*machine.Member
+	if a := w.currentMembers(ctx); a.answered() {
+		members = a.over(w.savedMembers()) // one source alone: what it knows over what this node knew
+	}
 	if len(members) == 0 {
 		if t, err := w.ticket(); err == nil {
 			members = append(members, t.Members...)

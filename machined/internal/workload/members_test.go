@@ -1,9 +1,11 @@
 package workload
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -105,6 +107,45 @@ func TestWithEtcdNames(t *testing.T) {
 	}
 	if nodes[0].Address != "10.5.0.2" {
 		t.Errorf("withEtcdNames changed its argument: %v", nodes[0])
+	}
+}
+
+// A refresh takes a member's name away only when both sources answered: while a third control plane
+// joined, the first one's etcd was too busy to answer, the API's two Nodes stood for the whole cluster, and
+// the learner (in etcd's records only) lost its name, by which the etcd members reach it.
+func TestMemberAnswersOver(t *testing.T) {
+	m := func(name, addr string) *machine.Member {
+		return &machine.Member{Name: name, Address: addr, ControlPlane: true}
+	}
+	known := []*machine.Member{m("cp-1", "10.5.0.2"), m("cp-2", "10.5.0.3"), m("cp-3", "10.5.0.4")}
+	nodes := []*machine.Member{m("cp-1", "10.5.0.2"), m("cp-2", "10.5.0.3")}
+	timeout := errors.New("context deadline exceeded")
+	for _, tc := range []struct {
+		name     string
+		a        memberAnswers
+		answered bool
+		want     string
+	}{
+		{"both answer: cp-3 is gone", memberAnswers{api: nodes, recorded: map[string]string{"cp-1": "10.5.0.2", "cp-2": "10.5.0.3"}}, true,
+			"cp-1=10.5.0.2 cp-2=10.5.0.3"},
+		{"etcd does not answer: the learner stays", memberAnswers{api: nodes, etcdErr: timeout}, true,
+			"cp-1=10.5.0.2 cp-2=10.5.0.3 cp-3=10.5.0.4"},
+		{"the API does not answer: etcd's addresses, the others kept", memberAnswers{apiErr: timeout, recorded: map[string]string{"cp-2": "10.5.0.9"}}, true,
+			"cp-1=10.5.0.2 cp-2=10.5.0.9 cp-3=10.5.0.4"},
+		{"a worker: the API alone is every source", memberAnswers{api: nodes}, true,
+			"cp-1=10.5.0.2 cp-2=10.5.0.3"},
+		{"neither answers", memberAnswers{apiErr: timeout, etcdErr: timeout}, false,
+			"cp-1=10.5.0.2 cp-2=10.5.0.3 cp-3=10.5.0.4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, x := range tc.a.over(known) {
+				got = append(got, x.Name+"="+x.Address)
+			}
+			if g := strings.Join(got, " "); g != tc.want || tc.a.answered() != tc.answered {
+				t.Errorf("over(known) = %q, answered %v; want %q, %v", g, tc.a.answered(), tc.want, tc.answered)
+			}
+		})
 	}
 }
 

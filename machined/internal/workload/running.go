@@ -72,7 +72,8 @@ func (w *Workload) refreshNames(ctx context.Context) {
 	}
 	// A refresh that learns nothing keeps what /etc/hosts has: publishing only this node (what Members
 	// falls back to) would take its peers' names away from its etcd member while its API is down.
-	if m, answered := w.currentMembers(ctx); answered && len(m) > 0 {
+	a := w.currentMembers(ctx)
+	if m := a.over(w.knownMembers()); a.answered() && len(m) > 0 {
 		w.publishNames(m)
 	}
 }
