@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
 
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/machine"
@@ -26,7 +27,9 @@ that control plane for a single-use join token (role from the config's machine.t
 reads the new node's machine public key, asks the control plane's join service (port 50001, verified
 against the cluster's machine CA) for a ticket signed for that key, and sends the ticket and the config
 to the new node's Join. It prints each step until the node is Running, or returns once the node has
-taken its lock with --detach.
+taken its lock with --detach. A control plane too busy to issue the ticket (its API server or etcd not
+answering in time: Unavailable) is asked again with a new token every 10 seconds for 5 minutes, with a
+line on stderr each time; after that the last refusal is the error.
 
   cairnctl --nodes NEWNODE --token T --fingerprint F join --config worker.yaml --cluster CPNODE`,
 		Args: cobra.NoArgs,
@@ -66,6 +69,9 @@ taken its lock with --detach.
 				JoinService:  joinAddr(cp, joinPort),
 				Context:      ctx,
 				RecoveryKey:  recovery,
+				Retrying: func(err error) {
+					fmt.Fprintf(g.stderr, "the control plane is too busy to admit the node (%s); asking again in %v\n", status.Convert(err).Message(), cluster.TicketRetryPause)
+				},
 			}
 			if recovery != "" {
 				// Before the join: a node that took its lock has the key, whatever happens to this stream.

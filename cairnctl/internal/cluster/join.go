@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,8 +11,11 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-os/cairn/api/client"
@@ -36,6 +40,8 @@ type JoinTarget struct {
 	Context     *client.Context
 	// RecoveryKey is sent with the Join for an encrypted STATE ("" for none).
 	RecoveryKey string
+	// Retrying is told each time the control plane was too busy to issue a ticket and is asked again.
+	Retrying func(error)
 }
 
 // JoinNode joins the node at t.Node to the cluster with cfg (a machine config, YAML), calling event for
@@ -63,7 +69,7 @@ func JoinNode(ctx context.Context, t JoinTarget, cfg []byte, detach bool, event 
 		Node: node, NodeName: t.Node.Endpoint,
 		ControlPlane: cp, ControlPlaneName: t.ControlPlane,
 		JoinService: machine.NewJoinServiceClient(jsConn), JoinServiceName: t.JoinService,
-		RecoveryKey: t.RecoveryKey,
+		RecoveryKey: t.RecoveryKey, Retrying: t.Retrying,
 	}, cfg, detach, event)
 }
 
@@ -96,6 +102,10 @@ type Joiner struct {
 	JoinServiceName  string
 	// RecoveryKey is sent with the Join for an encrypted STATE ("" for none).
 	RecoveryKey string
+	// Retrying is told each refusal a join asks again after (nil: nothing is told).
+	Retrying func(error)
+	// RetryFor and RetryPause bound the retries (zero: five minutes, every ten seconds).
+	RetryFor, RetryPause time.Duration
 }
 
 // Join runs the operator's side of a join: a single-use token from the control plane, the node's public
@@ -120,26 +130,13 @@ func Join(ctx context.Context, j Joiner, cfgYAML []byte, detach bool, event func
 	if len(st.MachinePublicKey) == 0 {
 		return fmt.Errorf("joining node %s reports no machine public key: its machined is too old to join", j.NodeName)
 	}
-	tok, err := j.ControlPlane.CreateJoinToken(ctx, &machine.CreateJoinTokenRequest{
-		Role: role, TtlSeconds: uint32(JoinTokenTTL / time.Second), Uses: 1,
-	})
-	if err != nil {
-		return fmt.Errorf("control plane %s: create a %s join token: %w", j.ControlPlaneName, role, err)
-	}
 	name := cfg.Machine.Hostname
 	if name == "" {
 		name = st.Hostname
 	}
-	att, attErr := relayAttestation(ctx, j)
-	ticket, err := j.JoinService.RequestTicket(ctx, &machine.TicketRequest{
-		Token: tok.Token, NodeName: name, Addresses: nodeAddresses(cfg, st), MachinePublicKey: st.MachinePublicKey,
-		Attestation: att,
-	})
-	if err != nil && attErr != nil {
-		return fmt.Errorf("join service %s: request a ticket for %s: %w (and the node could not attest: %v)", j.JoinServiceName, name, err, attErr)
-	}
+	ticket, err := j.ticket(ctx, role, name, nodeAddresses(cfg, st), st.MachinePublicKey)
 	if err != nil {
-		return fmt.Errorf("join service %s: request a ticket for %s: %w", j.JoinServiceName, name, err)
+		return err
 	}
 	if ticket.Role != role {
 		return fmt.Errorf("join service %s issued a %s ticket, but the config is for a %s", j.JoinServiceName, ticket.Role, role)
@@ -168,6 +165,65 @@ func Join(ctx context.Context, j Joiner, cfgYAML []byte, detach bool, event func
 			event(e)
 		}
 	}
+}
+
+// Defaults of Joiner.RetryFor and RetryPause.
+const (
+	TicketRetryFor   = 5 * time.Minute
+	TicketRetryPause = 10 * time.Second
+)
+
+// ticket asks the control plane for a single-use token and its join service for a ticket with it. A
+// join service that says to retry later (retryLater: its API server or etcd too busy to answer now, or
+// etcd still taking another member) is asked again, with a new token each time (the last one stays spent when the
+// API could not take its use back), every RetryPause for RetryFor; each retry is reported to Retrying.
+func (j Joiner) ticket(ctx context.Context, role, name string, addrs []string, key []byte) (*machine.JoinTicket, error) {
+	deadline := time.Now().Add(cmp.Or(j.RetryFor, TicketRetryFor))
+	for {
+		ticket, err := j.ticketOnce(ctx, role, name, addrs, key)
+		if !retryLater(err) || time.Now().After(deadline) {
+			return ticket, err
+		}
+		if j.Retrying != nil {
+			j.Retrying(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(cmp.Or(j.RetryPause, TicketRetryPause)):
+		}
+	}
+}
+
+// retryLater: the join service said Unavailable with a RetryInfo detail, its word for a request that was
+// fine while the cluster was too busy. A transport's Unavailable (a refused connection, a certificate from
+// another CA) carries none, and no retry mends it.
+func retryLater(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	return slices.ContainsFunc(st.Details(), func(d any) bool { _, ok := d.(*errdetails.RetryInfo); return ok })
+}
+
+func (j Joiner) ticketOnce(ctx context.Context, role, name string, addrs []string, key []byte) (*machine.JoinTicket, error) {
+	tok, err := j.ControlPlane.CreateJoinToken(ctx, &machine.CreateJoinTokenRequest{
+		Role: role, TtlSeconds: uint32(JoinTokenTTL / time.Second), Uses: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("control plane %s: create a %s join token: %w", j.ControlPlaneName, role, err)
+	}
+	att, attErr := relayAttestation(ctx, j)
+	ticket, err := j.JoinService.RequestTicket(ctx, &machine.TicketRequest{
+		Token: tok.Token, NodeName: name, Addresses: addrs, MachinePublicKey: key, Attestation: att,
+	})
+	if err != nil && attErr != nil {
+		return nil, fmt.Errorf("join service %s: request a ticket for %s: %w (and the node could not attest: %v)", j.JoinServiceName, name, err, attErr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("join service %s: request a ticket for %s: %w", j.JoinServiceName, name, err)
+	}
+	return ticket, nil
 }
 
 // nodeAddresses are the addresses the node's certificate and member entry should carry: the configured

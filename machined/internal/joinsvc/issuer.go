@@ -50,6 +50,15 @@ func (e *EtcdError) Error() string {
 }
 func (e *EtcdError) Unwrap() error { return e.Err }
 
+// ClusterError is a failed read or write of the cluster's state through its API (the join tokens, a
+// rejoining node's Node): on a busy control plane the API server answers late, and the same request
+// asked again later succeeds. The joining side retries it (make e2e-ha saw a third control plane's join
+// end on one timed-out Patch of its Node).
+type ClusterError struct{ Err error }
+
+func (e *ClusterError) Error() string { return e.Err.Error() }
+func (e *ClusterError) Unwrap() error { return e.Err }
+
 // Issue checks the token and makes a ticket for the asking node.
 func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machine.JoinTicket, error) {
 	cfg := i.Config()
@@ -65,6 +74,9 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	}
 	role, err := i.Tokens.Use(ctx, req.Token)
 	if err != nil {
+		if !errors.As(err, new(*DeniedError)) {
+			err = &ClusterError{Err: err}
+		}
 		return nil, err
 	}
 	t, err := i.ticket(ctx, req, cfg, pub, role)
@@ -122,7 +134,7 @@ func (i *Issuer) ticket(ctx context.Context, req *machine.TicketRequest, cfg *co
 	}
 	if i.Rejoin != nil {
 		if err := i.Rejoin(ctx, req.NodeName); err != nil {
-			return nil, err
+			return nil, &ClusterError{Err: err}
 		}
 	}
 	if role == RoleControlPlane {

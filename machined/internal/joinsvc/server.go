@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/cairn-os/cairn/api/machine"
 	"github.com/cairn-os/cairn/machined/internal/events"
@@ -49,14 +52,29 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 		err = status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrControlPlaneJoin):
 		err = status.Error(codes.Unimplemented, err.Error())
-	case errors.As(err, new(*EtcdError)):
-		err = status.Error(codes.Unavailable, err.Error())
+	case errors.As(err, new(*EtcdError)), errors.As(err, new(*ClusterError)):
+		err = retryLater(err)
 	default:
 		err = status.Error(codes.Internal, err.Error())
 	}
 	s.Bus.Publish(events.Event{Kind: events.KindJoin, Outcome: events.Failed, Error: status.Convert(err).Message(),
 		Message: fmt.Sprintf("join of %q from %s refused", req.NodeName, from)})
 	return nil, err
+}
+
+// RetryAfter is how long a joining node is told to wait before it asks again for a ticket that this
+// control plane could not issue now (a RetryInfo detail of the Unavailable status).
+const RetryAfter = 10 * time.Second
+
+// retryLater is Unavailable with a RetryInfo detail: the request was fine and the cluster was busy, so
+// the same request (with a new token) may succeed later. A plain Unavailable is also what a client's
+// transport says for a refused connection or a certificate it does not trust, which no retry mends.
+func retryLater(err error) error {
+	st, derr := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(RetryAfter)})
+	if derr != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return st.Err()
 }
 
 // peerAddr is the address a call came from, for events.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -225,11 +226,18 @@ func TestTicketClearsLeftMark(t *testing.T) {
 	if _, err := iss.Issue(ctx, req); !errors.Is(err, clearErr) {
 		t.Fatalf("Issue with the left mark not cleared = %v, want %v", err, clearErr)
 	}
+	// The join service says Unavailable, which the joining side retries: the API was busy, not wrong.
+	svc := &Service{Bus: events.NewBus(nil, nil), Issuer: iss}
+	if _, err := svc.RequestTicket(ctx, req); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), clearErr.Error()) {
+		t.Fatalf("RequestTicket with the left mark not cleared = %v, want Unavailable with the API's error", err)
+	} else if d := status.Convert(err).Details(); len(d) != 1 || d[0].(*errdetails.RetryInfo).GetRetryDelay().AsDuration() != RetryAfter {
+		t.Errorf("RequestTicket's Unavailable carries %v, want a RetryInfo of %v (the joining side retries only that)", d, RetryAfter)
+	}
 	clearErr = nil
 	if _, err := iss.Issue(ctx, req); err != nil {
 		t.Fatalf("Issue after the mark was cleared = %v (the first try spent the token?)", err)
 	}
-	if diff := cmp.Diff([]string{"w1", "w1"}, cleared); diff != "" {
+	if diff := cmp.Diff([]string{"w1", "w1", "w1"}, cleared); diff != "" {
 		t.Errorf("Rejoin calls (-want +got):\n%s", diff)
 	}
 }
