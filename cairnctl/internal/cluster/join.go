@@ -175,8 +175,9 @@ const (
 
 // ticket asks the control plane for a single-use token and its join service for a ticket with it. A
 // join service that says to retry later (retryLater: its API server or etcd too busy to answer now, or
-// etcd still taking another member) is asked again, with a new token each time (the last one stays spent when the
-// API could not take its use back), every RetryPause for RetryFor; each retry is reported to Retrying.
+// etcd still taking another member) is asked again, with a new token each time (the last one stays
+// spent when the API could not take its use back), every RetryPause for RetryFor; each retry is
+// reported to Retrying.
 func (j Joiner) ticket(ctx context.Context, role, name string, addrs []string, key []byte) (*machine.JoinTicket, error) {
 	deadline := time.Now().Add(cmp.Or(j.RetryFor, TicketRetryFor))
 	for {
