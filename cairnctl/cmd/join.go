@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/status"
 
 	"github.com/cairn-os/cairn/api/client"
 	"github.com/cairn-os/cairn/api/machine"
@@ -28,8 +27,8 @@ reads the new node's machine public key, asks the control plane's join service (
 against the cluster's machine CA) for a ticket signed for that key, and sends the ticket and the config
 to the new node's Join. It prints each step until the node is Running, or returns once the node has
 taken its lock with --detach. A control plane too busy to issue the ticket (its API server or etcd not
-answering in time: Unavailable) is asked again with a new token every 10 seconds for 5 minutes, with a
-line on stderr each time; after that the last refusal is the error.
+answering in time: Unavailable with a retry delay, 10 seconds) is asked again with a new token after
+that delay, for 5 minutes, with a line on stderr each time; after that the last refusal is the error.
 
   cairnctl --nodes NEWNODE --token T --fingerprint F join --config worker.yaml --cluster CPNODE`,
 		Args: cobra.NoArgs,
@@ -69,9 +68,7 @@ line on stderr each time; after that the last refusal is the error.
 				JoinService:  joinAddr(cp, joinPort),
 				Context:      ctx,
 				RecoveryKey:  recovery,
-				Retrying: func(err error) {
-					fmt.Fprintf(g.stderr, "the control plane is too busy to admit the node (%s); asking again in %v\n", status.Convert(err).Message(), cluster.TicketRetryPause)
-				},
+				Retrying:     func(notice string) { fmt.Fprintln(g.stderr, notice) },
 			}
 			if recovery != "" {
 				// Before the join: a node that took its lock has the key, whatever happens to this stream.

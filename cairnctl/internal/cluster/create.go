@@ -389,9 +389,7 @@ func pushJoin(ctx context.Context, dir string, first, n NodeState, fingerprint s
 		JoinService:  fmt.Sprintf("127.0.0.1:%d", first.Ports[JoinPort]),
 		Context:      cctx,
 		RecoveryKey:  recovery,
-		Retrying: func(err error) {
-			p.Printf("%s: the control plane is too busy to admit it (%s); asking again in %v", n.Name, status.Convert(err).Message(), TicketRetryPause)
-		},
+		Retrying:     func(notice string) { p.Printf("%s: %s", n.Name, notice) },
 	}
 	streamed := false
 	jctx, cancel := context.WithTimeout(ctx, timeout)

@@ -40,8 +40,9 @@ type JoinTarget struct {
 	Context     *client.Context
 	// RecoveryKey is sent with the Join for an encrypted STATE ("" for none).
 	RecoveryKey string
-	// Retrying is told each time the control plane was too busy to issue a ticket and is asked again.
-	Retrying func(error)
+	// Retrying is told, in a line, each time the control plane was too busy to issue a ticket and is
+	// asked again.
+	Retrying func(notice string)
 }
 
 // JoinNode joins the node at t.Node to the cluster with cfg (a machine config, YAML), calling event for
@@ -102,10 +103,10 @@ type Joiner struct {
 	JoinServiceName  string
 	// RecoveryKey is sent with the Join for an encrypted STATE ("" for none).
 	RecoveryKey string
-	// Retrying is told each refusal a join asks again after (nil: nothing is told).
-	Retrying func(error)
-	// RetryFor and RetryPause bound the retries (zero: five minutes, every ten seconds).
-	RetryFor, RetryPause time.Duration
+	// Retrying is told, in a line, each refusal a join asks again after (nil: nothing is told).
+	Retrying func(notice string)
+	// RetryFor bounds the retries (zero: TicketRetryFor).
+	RetryFor time.Duration
 }
 
 // Join runs the operator's side of a join: a single-use token from the control plane, the node's public
@@ -167,44 +168,48 @@ func Join(ctx context.Context, j Joiner, cfgYAML []byte, detach bool, event func
 	}
 }
 
-// Defaults of Joiner.RetryFor and RetryPause.
-const (
-	TicketRetryFor   = 5 * time.Minute
-	TicketRetryPause = 10 * time.Second
-)
+// TicketRetryFor is how long a join asks again for a ticket the join service could not issue yet.
+const TicketRetryFor = 5 * time.Minute
 
 // ticket asks the control plane for a single-use token and its join service for a ticket with it. A
 // join service that says to retry later (retryLater: its API server or etcd too busy to answer now, or
 // etcd still taking another member) is asked again, with a new token each time (the last one stays
-// spent when the API could not take its use back), every RetryPause for RetryFor; each retry is
-// reported to Retrying.
+// spent when the API could not take its use back), after the pause the join service asks for, for
+// RetryFor; each retry is reported to Retrying.
 func (j Joiner) ticket(ctx context.Context, role, name string, addrs []string, key []byte) (*machine.JoinTicket, error) {
 	deadline := time.Now().Add(cmp.Or(j.RetryFor, TicketRetryFor))
 	for {
 		ticket, err := j.ticketOnce(ctx, role, name, addrs, key)
-		if !retryLater(err) || time.Now().After(deadline) {
+		reason, pause, retry := retryLater(err)
+		if !retry || time.Now().After(deadline) {
 			return ticket, err
 		}
 		if j.Retrying != nil {
-			j.Retrying(err)
+			j.Retrying(fmt.Sprintf("the control plane is too busy to issue a ticket (%s); asking again in %v", reason, pause))
 		}
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(cmp.Or(j.RetryPause, TicketRetryPause)):
+		case <-time.After(pause):
 		}
 	}
 }
 
-// retryLater: the join service said Unavailable with a RetryInfo detail, its word for a request that was
-// fine while the cluster was too busy. A transport's Unavailable (a refused connection, a certificate from
-// another CA) carries none, and no retry mends it.
-func retryLater(err error) bool {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable {
-		return false
+// retryLater is the join service's reason and the pause it asked for with a RetryInfo detail of its
+// Unavailable, its word for a request that was fine while the cluster was too busy. A transport's
+// Unavailable (a refused connection, a certificate from another CA) carries none, and no retry mends it.
+func retryLater(err error) (reason string, pause time.Duration, retry bool) {
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) || se.GRPCStatus().Code() != codes.Unavailable {
+		return "", 0, false
 	}
-	return slices.ContainsFunc(st.Details(), func(d any) bool { _, ok := d.(*errdetails.RetryInfo); return ok })
+	st := se.GRPCStatus()
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return st.Message(), ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return "", 0, false
 }
 
 func (j Joiner) ticketOnce(ctx context.Context, role, name string, addrs []string, key []byte) (*machine.JoinTicket, error) {

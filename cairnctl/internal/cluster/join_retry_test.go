@@ -49,7 +49,7 @@ func (c *retryControlPlane) RequestTicket(_ context.Context, r *machine.TicketRe
 // and the retries end with the last refusal.
 func TestTicketRetries(t *testing.T) {
 	st, err := status.New(codes.Unavailable, "clear the left mark of Node cp3: timeout awaiting response headers").
-		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(10 * time.Second)})
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,22 +67,24 @@ func TestTicketRetries(t *testing.T) {
 		{"busy twice, then a ticket", []error{busy, busy}, time.Minute, codes.OK, 3},
 		{"refused: not asked again", []error{denied, busy}, time.Minute, codes.PermissionDenied, 1},
 		{"unreachable: not asked again", []error{unreachable, busy}, time.Minute, codes.Unavailable, 1},
-		{"busy past the retries", []error{busy, busy, busy, busy, busy, busy}, 0, codes.Unavailable, 1},
+		{"busy past the retries", []error{busy, busy, busy, busy, busy, busy}, time.Nanosecond, codes.Unavailable, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := &retryControlPlane{errs: tc.errs}
 			var told []string
 			j := Joiner{Node: retryNode{}, ControlPlane: cp, JoinService: cp, JoinServiceName: "cp1:50001",
-				RetryFor: tc.retryFor, RetryPause: time.Millisecond, Retrying: func(err error) { told = append(told, err.Error()) }}
-			if tc.retryFor == 0 {
-				j.RetryFor = time.Nanosecond // past at the first refusal
-			}
+				RetryFor: tc.retryFor, Retrying: func(notice string) { told = append(told, notice) }}
 			ticket, err := j.ticket(t.Context(), "worker", "w1", []string{"10.5.0.5"}, []byte("key"))
 			if status.Code(err) != tc.wantCode || (err == nil) != (ticket != nil) {
 				t.Fatalf("ticket() = %v, %v; want code %v", ticket, err, tc.wantCode)
 			}
 			if len(cp.asked) != tc.wantAsks || len(told) != tc.wantAsks-1 {
 				t.Errorf("asked %d times (%q), told of %d retries; want %d asks", len(cp.asked), cp.asked, len(told), tc.wantAsks)
+			}
+			for _, n := range told {
+				if want := "the control plane is too busy to issue a ticket (clear the left mark of Node cp3: timeout awaiting response headers); asking again in 1ms"; n != want {
+					t.Errorf("retry notice %q, want %q", n, want)
+				}
 			}
 			if strings.Join(cp.asked, " ") != strings.Join(cp.issued, " ") {
 				t.Errorf("tokens asked with %q, issued %q: want a new token for each ask", cp.asked, cp.issued)

@@ -208,16 +208,17 @@ func (w *Workload) discoveryNames(ctx context.Context) error {
 	if w.Hosts == nil {
 		return nil
 	}
+	saved := w.savedMembers()
 	var members []*machine.Member
 	if a := w.currentMembers(ctx); a.answered() {
-		members = a.over(w.savedMembers()) // one source alone: what it knows over what this node knew
+		members = a.over(saved) // one source alone: what it knows over what this node knew
 	}
 	if len(members) == 0 {
 		if t, err := w.ticket(); err == nil {
 			members = append(members, t.Members...)
 		}
 		// What this node knew at its last boot is newer than its ticket.
-		members = withMembers(members, w.savedMembers())
+		members = withMembers(members, saved)
 		if w.controlPlane() {
 			self := w.self()
 			members = slices.DeleteFunc(members, func(m *machine.Member) bool { return m.Name == self.Name })
