@@ -26,9 +26,10 @@ that control plane for a single-use join token (role from the config's machine.t
 reads the new node's machine public key, asks the control plane's join service (port 50001, verified
 against the cluster's machine CA) for a ticket signed for that key, and sends the ticket and the config
 to the new node's Join. It prints each step until the node is Running, or returns once the node has
-taken its lock with --detach. A control plane too busy to issue the ticket (its API server or etcd not
-answering in time: Unavailable with a retry delay, 10 seconds) is asked again with a new token after
-that delay, for 5 minutes, with a line on stderr each time; after that the last refusal is the error.
+taken its lock with --detach. A control plane too busy to make the token or issue the ticket (its API
+server or etcd not answering in time: Unavailable with a retry delay, 10 seconds) is asked again with a
+new token after that delay, for 5 minutes, with a line on stderr each time; after that the last refusal
+is the error.
 
   cairnctl --nodes NEWNODE --token T --fingerprint F join --config worker.yaml --cluster CPNODE`,
 		Args: cobra.NoArgs,

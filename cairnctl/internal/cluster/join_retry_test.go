@@ -29,9 +29,16 @@ type retryControlPlane struct {
 	machine.JoinServiceClient
 	issued, asked []string
 	errs          []error
+	// tokenErrs answer CreateJoinToken, in turn, before it issues tokens.
+	tokenErrs []error
 }
 
 func (c *retryControlPlane) CreateJoinToken(context.Context, *machine.CreateJoinTokenRequest, ...grpc.CallOption) (*machine.CreateJoinTokenResponse, error) {
+	if len(c.tokenErrs) > 0 {
+		err := c.tokenErrs[0]
+		c.tokenErrs = c.tokenErrs[1:]
+		return nil, err
+	}
 	c.issued = append(c.issued, fmt.Sprintf("token%d", len(c.issued)+1))
 	return &machine.CreateJoinTokenResponse{Token: c.issued[len(c.issued)-1]}, nil
 }
@@ -44,16 +51,20 @@ func (c *retryControlPlane) RequestTicket(_ context.Context, r *machine.TicketRe
 	return &machine.JoinTicket{Role: "worker"}, nil
 }
 
+// busyErr is the join service's answer when the cluster's API did not answer: Unavailable with a RetryInfo.
+func busyErr(t *testing.T, reason string) error {
+	st, err := status.New(codes.Unavailable, reason).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
+}
+
 // A control plane too busy to issue a ticket is asked again, with a new token each time (make e2e-ha: a
 // third control plane's join ended on one timed-out API call of the first); a refusal is not retried,
 // and the retries end with the last refusal.
 func TestTicketRetries(t *testing.T) {
-	st, err := status.New(codes.Unavailable, "clear the left mark of Node cp3: timeout awaiting response headers").
-		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy := st.Err()
+	busy := busyErr(t, "clear the left mark of Node cp3: timeout awaiting response headers")
 	denied := status.Error(codes.PermissionDenied, "token used up")
 	// What a client's transport says for a server it cannot reach or does not trust: no retry mends it.
 	unreachable := status.Error(codes.Unavailable, "connection error: desc = \"transport: authentication handshake failed\"")
@@ -90,6 +101,35 @@ func TestTicketRetries(t *testing.T) {
 				t.Errorf("tokens asked with %q, issued %q: want a new token for each ask", cp.asked, cp.issued)
 			}
 			if err != nil && !strings.Contains(err.Error(), "request a ticket for w1") {
+				t.Errorf("error %q does not say what failed", err)
+			}
+		})
+	}
+}
+
+// A control plane whose API server did not answer when it was to make the join token is asked again too
+// (make e2e-ha: a third control plane's join ended on one timed-out read of the tokens' Secret), and a
+// token it refuses to make is not.
+func TestTokenRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		errs     []error
+		wantCode codes.Code
+		wantTold int
+	}{
+		{"busy, then a token", []error{busyErr(t, "read the Secret kube-system/cairn-join-tokens: timeout awaiting response headers")}, codes.OK, 1},
+		{"refused", []error{status.Error(codes.FailedPrecondition, "join tokens are managed on a configured control-plane node")}, codes.FailedPrecondition, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := &retryControlPlane{tokenErrs: tc.errs}
+			var told []string
+			j := Joiner{Node: retryNode{}, ControlPlane: cp, JoinService: cp, ControlPlaneName: "cp1", RetryFor: time.Minute,
+				Retrying: func(notice string) { told = append(told, notice) }}
+			_, err := j.ticket(t.Context(), "controlplane", "cp3", []string{"10.5.0.4"}, []byte("key"))
+			if status.Code(err) != tc.wantCode || len(told) != tc.wantTold {
+				t.Fatalf("ticket() = %v after %d retry notices (%q); want code %v after %d", err, len(told), told, tc.wantCode, tc.wantTold)
+			}
+			if err != nil && !strings.Contains(err.Error(), "control plane cp1: create a controlplane join token") {
 				t.Errorf("error %q does not say what failed", err)
 			}
 		})

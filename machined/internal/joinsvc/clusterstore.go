@@ -40,7 +40,10 @@ type ClusterStore struct {
 	API func() (SecretAPI, error)
 }
 
-// Update implements Store.
+// Update implements Store. A read or write the API server did not refuse outright is a ClusterError: on
+// a busy control plane it answers late or not at all, and the same update asked again later succeeds
+// (make e2e-ha: a third control plane's join token could not be made while the first one's API server
+// timed out its read of the Secret).
 func (s ClusterStore) Update(ctx context.Context, f func([]byte) ([]byte, error)) error {
 	api, err := s.API()
 	if err != nil {
@@ -51,12 +54,12 @@ func (s ClusterStore) Update(ctx context.Context, f func([]byte) ([]byte, error)
 		err := api.Get(ctx, tokensSecretPath, &sec)
 		if kubeapi.IsNotFound(err) {
 			if err := api.Create(ctx, "/api/v1/namespaces/"+tokensSecretNamespace+"/secrets", emptyTokensSecret()); err != nil {
-				return fmt.Errorf("create the Secret %s/%s: %w", tokensSecretNamespace, tokensSecretName, err)
+				return apiError(fmt.Errorf("create the Secret %s/%s: %w", tokensSecretNamespace, tokensSecretName, err))
 			}
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read the Secret %s/%s: %w", tokensSecretNamespace, tokensSecretName, err)
+			return apiError(fmt.Errorf("read the Secret %s/%s: %w", tokensSecretNamespace, tokensSecretName, err))
 		}
 		out, err := f(sec.Data[tokensSecretKey])
 		if err != nil {
@@ -75,11 +78,20 @@ func (s ClusterStore) Update(ctx context.Context, f func([]byte) ([]byte, error)
 			continue // another control plane changed the tokens meanwhile: read them again
 		}
 		if err != nil {
-			return fmt.Errorf("write the Secret %s/%s: %w", tokensSecretNamespace, tokensSecretName, err)
+			return apiError(fmt.Errorf("write the Secret %s/%s: %w", tokensSecretNamespace, tokensSecretName, err))
 		}
 		return nil
 	}
 	return fmt.Errorf("the Secret %s/%s kept changing under %d updates in a row", tokensSecretNamespace, tokensSecretName, maxConflicts)
+}
+
+// apiError marks err, a failed call of the API, as the cluster's (ClusterError) unless the API server
+// refused the call for what it is.
+func apiError(err error) error {
+	if kubeapi.IsRefused(err) {
+		return err
+	}
+	return &ClusterError{Err: err}
 }
 
 func emptyTokensSecret() []byte {

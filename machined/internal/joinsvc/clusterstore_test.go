@@ -3,6 +3,7 @@ package joinsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,5 +121,38 @@ func TestClusterTokensAcrossControlPlanes(t *testing.T) {
 	}
 	if strings.Contains(string(api.secret.Data[tokensSecretKey]), strings.SplitN(tok, ".", 2)[1]) {
 		t.Error("the Secret holds a token's secret; it must hold only its hash")
+	}
+}
+
+// failingSecrets is an API server whose reads of the Secret fail with err.
+type failingSecrets struct {
+	fakeSecrets
+	err error
+}
+
+func (f *failingSecrets) Get(context.Context, string, any) error { return f.err }
+
+// A read the API server did not answer is the cluster's failure (ClusterError, which the APIs answer
+// with a retry): make e2e-ha's third control plane could not get a join token while the first one's API
+// server timed out its read of the Secret. A read it refused (a credential it does not take) is not.
+func TestClusterStoreBusyAPI(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		busy bool
+	}{
+		{"timed out", errors.New(`Get "https://127.0.0.1:6443/api/v1/namespaces/kube-system/secrets/cairn-join-tokens": net/http: timeout awaiting response headers`), true},
+		{"etcd timed out", &kubeapi.StatusError{Code: 504, Body: "Timeout: request did not complete within requested timeout"}, true},
+		{"throttled", &kubeapi.StatusError{Code: 429, Body: "too many requests"}, true},
+		{"forbidden", &kubeapi.StatusError{Code: 403, Body: "forbidden"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &failingSecrets{err: tc.err}
+			tokens := NewTokens(ClusterStore{API: func() (SecretAPI, error) { return api, nil }}, time.Now)
+			_, _, err := tokens.Create(t.Context(), RoleWorker, time.Minute, 1)
+			if !errors.Is(err, tc.err) || errors.As(err, new(*ClusterError)) != tc.busy {
+				t.Errorf("Create while reads fail with %v = %v; want that error, a ClusterError: %v", tc.err, err, tc.busy)
+			}
+		})
 	}
 }

@@ -52,8 +52,9 @@ func (e *EtcdError) Unwrap() error { return e.Err }
 
 // ClusterError is a failed read or write of the cluster's state through its API (the join tokens, a
 // rejoining node's Node): on a busy control plane the API server answers late, and the same request
-// asked again later succeeds. The joining side retries it (make e2e-ha saw a third control plane's join
-// end on one timed-out Patch of its Node).
+// asked again later succeeds. The APIs answer it with RetryLater, and the joining side retries it (make
+// e2e-ha saw a third control plane's join end on one timed-out Patch of its Node, and on one timed-out
+// read of the join tokens).
 type ClusterError struct{ Err error }
 
 func (e *ClusterError) Error() string { return e.Err.Error() }
@@ -74,10 +75,7 @@ func (i *Issuer) Issue(ctx context.Context, req *machine.TicketRequest) (*machin
 	}
 	role, err := i.Tokens.Use(ctx, req.Token)
 	if err != nil {
-		if !errors.As(err, new(*DeniedError)) {
-			err = &ClusterError{Err: err}
-		}
-		return nil, err
+		return nil, err // the store says which failures are the cluster's (ClusterStore)
 	}
 	t, err := i.ticket(ctx, req, cfg, pub, role)
 	if err != nil {

@@ -53,7 +53,7 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 	case errors.Is(err, ErrControlPlaneJoin):
 		err = status.Error(codes.Unimplemented, err.Error())
 	case errors.As(err, new(*EtcdError)), errors.As(err, new(*ClusterError)):
-		err = retryLater(err)
+		err = RetryLater(err)
 	default:
 		err = status.Error(codes.Internal, err.Error())
 	}
@@ -66,10 +66,11 @@ func (s *Service) RequestTicket(ctx context.Context, req *machine.TicketRequest)
 // control plane could not issue now (a RetryInfo detail of the Unavailable status).
 const RetryAfter = 10 * time.Second
 
-// retryLater is Unavailable with a RetryInfo detail: the request was fine and the cluster was busy, so
-// the same request (with a new token) may succeed later. A plain Unavailable is also what a client's
+// RetryLater is Unavailable with a RetryInfo detail: the request was fine and the cluster was busy, so
+// the same request (with a new token) may succeed later. The machine API answers a join token that could
+// not be made (a ClusterError) with it too. A plain Unavailable is also what a client's
 // transport says for a refused connection or a certificate it does not trust, which no retry mends.
-func retryLater(err error) error {
+func RetryLater(err error) error {
 	st, derr := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(RetryAfter)})
 	if derr != nil {
 		return status.Error(codes.Unavailable, err.Error())

@@ -146,6 +146,15 @@ func IsInvalid(err error) bool {
 	return errors.As(err, &se) && (se.Code == http.StatusBadRequest || se.Code == http.StatusUnprocessableEntity)
 }
 
+// IsRefused reports a 4xx answer other than 408 (request timeout) and 429 (too many requests): the API
+// server refused the request for what it is (its credential, its object), and the same request sent
+// again is refused again. Anything else (a 5xx, a timeout, a dropped connection) may pass later.
+func IsRefused(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code >= 400 && se.Code < 500 &&
+		se.Code != http.StatusRequestTimeout && se.Code != http.StatusTooManyRequests
+}
+
 // IsNamespaceTerminating reports a 403 for a create in a namespace that is being deleted (the cause
 // NamespaceTerminating in the Status the API server sends): an eviction there is refused, and the
 // namespace's deletion removes the pod anyway.

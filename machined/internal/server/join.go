@@ -90,11 +90,15 @@ func (s *Server) joinTokensHere() error {
 }
 
 // tokenStatus maps a token store's error: a malformed request (or an unknown ID to revoke) is
-// InvalidArgument.
+// InvalidArgument; the cluster's API failing to keep the tokens is Unavailable with a RetryInfo, which
+// cairnctl's joins retry as they do the join service's.
 func tokenStatus(err error) error {
 	var invalid interface{ Invalid() bool }
-	if errors.As(err, &invalid) && invalid.Invalid() {
+	switch {
+	case errors.As(err, &invalid) && invalid.Invalid():
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, new(*joinsvc.ClusterError)):
+		return joinsvc.RetryLater(err)
 	}
 	return toStatus(err)
 }
