@@ -82,7 +82,8 @@ func (s ClusterStore) Update(ctx context.Context, f func([]byte) ([]byte, error)
 		}
 		return nil
 	}
-	return fmt.Errorf("the Secret %s/%s kept changing under %d updates in a row", tokensSecretNamespace, tokensSecretName, maxConflicts)
+	// Other control planes' updates won every race: theirs, not this request's, and one may pass later.
+	return &ClusterError{Err: fmt.Errorf("the Secret %s/%s kept changing under %d updates in a row", tokensSecretNamespace, tokensSecretName, maxConflicts)}
 }
 
 // apiError marks err, a failed call of the API, as the cluster's (ClusterError) unless the API server

@@ -132,6 +132,13 @@ type failingSecrets struct {
 
 func (f *failingSecrets) Get(context.Context, string, any) error { return f.err }
 
+// racedSecrets is an API server where another control plane's update wins every race.
+type racedSecrets struct{ fakeSecrets }
+
+func (f *racedSecrets) Put(context.Context, string, []byte) error {
+	return &kubeapi.StatusError{Code: 409, Body: "the object has been modified"}
+}
+
 // A read the API server did not answer is the cluster's failure (ClusterError, which the APIs answer
 // with a retry): make e2e-ha's third control plane could not get a join token while the first one's API
 // server timed out its read of the Secret. A read it refused (a credential it does not take) is not.
@@ -154,5 +161,15 @@ func TestClusterStoreBusyAPI(t *testing.T) {
 				t.Errorf("Create while reads fail with %v = %v; want that error, a ClusterError: %v", tc.err, err, tc.busy)
 			}
 		})
+	}
+}
+
+// Losing every race to other control planes' updates is the cluster's failure too: asked later, the
+// update may win.
+func TestClusterStoreRaced(t *testing.T) {
+	api := &racedSecrets{}
+	tokens := NewTokens(ClusterStore{API: func() (SecretAPI, error) { return api, nil }}, time.Now)
+	if _, _, err := tokens.Create(t.Context(), RoleWorker, time.Minute, 1); !errors.As(err, new(*ClusterError)) || !strings.Contains(err.Error(), "kept changing") {
+		t.Errorf("Create while every update loses its race = %v, want a ClusterError saying the Secret kept changing", err)
 	}
 }
