@@ -86,8 +86,8 @@ func (s ClusterStore) Update(ctx context.Context, f func([]byte) ([]byte, error)
 	return &ClusterError{Err: fmt.Errorf("the Secret %s/%s kept changing under %d updates in a row", tokensSecretNamespace, tokensSecretName, maxConflicts)}
 }
 
-// apiError marks err, a failed call of the API, as the cluster's (ClusterError) unless the API server
-// refused the call for what it is.
+// apiError marks err, a failed call of the API (the tokens' Secret, a rejoining node's Node), as the
+// cluster's (ClusterError) unless the API server refused the call for what it is.
 func apiError(err error) error {
 	if kubeapi.IsRefused(err) {
 		return err

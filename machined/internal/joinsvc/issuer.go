@@ -132,7 +132,7 @@ func (i *Issuer) ticket(ctx context.Context, req *machine.TicketRequest, cfg *co
 	}
 	if i.Rejoin != nil {
 		if err := i.Rejoin(ctx, req.NodeName); err != nil {
-			return nil, &ClusterError{Err: err}
+			return nil, apiError(err) // a Patch of the Node: told apart as the tokens' calls are
 		}
 	}
 	if role == RoleControlPlane {
