@@ -51,10 +51,15 @@ func DiskPath(dir string, d Disk) string {
 //   - cryptomgr.notests: the crypto self-tests are the slowest initcalls under TCG (~0.7 s measured
 //     with initcall_debug); they test the kernel's own implementations, not the node.
 //   - quiet: every console byte is an emulated UART write; the full kernel log costs ~0.5-1 s.
+//   - highres=off: timers expire on the kernel's tick (4 ms) instead of each at its own time. Every Go
+//     process's scheduler polls with sleeps of 20 µs and up, and under TCG each timer interrupt and the
+//     context switches behind it are expensive (TB lookups after each TLB flush). An idle one-vCPU control
+//     plane took 1.03 host cores with high-resolution timers, its vCPU never idle, and 0.43 without
+//     (docs/figures.md); a node on real hardware keeps them.
 func kernelArgs(c Config, tscKHz int) []string {
 	var a []string
 	if c.Mode == ModeVmlinux {
-		a = append(a, "console=ttyS0", "tsc=reliable", "mitigations=off", "cryptomgr.notests")
+		a = append(a, "console=ttyS0", "tsc=reliable", "mitigations=off", "cryptomgr.notests", "highres=off")
 		if c.Machine == MachineMicrovm && tscKHz > 0 {
 			a = append(a, "tsc_early_khz="+strconv.Itoa(tscKHz))
 		}
