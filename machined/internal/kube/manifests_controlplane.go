@@ -80,13 +80,22 @@ func (r *Renderer) APIServerPod() *corev1.Pod {
 		{"enable-bootstrap-token-auth", "true"},
 		{"etcd-cafile", inPKI(EtcdCACert)},
 		{"etcd-certfile", inPKI(APIServerEtcdCert)},
-		// Every minute by default the API server reads each of its ~70 resources' object count from etcd
-		// (for its request cost estimates and the apiserver_storage_objects metric), each a linearizable
-		// read that a multi-member etcd confirms with its peers: on an idle control plane 83 of the 188
-		// etcd requests a minute. Counts five minutes old estimate a LIST's cost as well.
+		// Every minute by default the API server reads each of its ~70 resources' object count (for its
+		// request cost estimates and the apiserver_storage_objects metric), each a linearizable read
+		// that a multi-member etcd confirms with its peers. Counts five minutes old estimate a LIST's
+		// cost as well.
 		{"etcd-count-metric-poll-period", "5m"},
 		{"etcd-keyfile", inPKI(APIServerEtcdKey)},
 		{"etcd-servers", r.etcdServers()},
+		// SizeBasedListCostEstimate (beta, on since 1.34) lists the keys of each resource from the watch
+		// cache about once a minute to learn its objects' average size, and whatever the poll period
+		// above, its own loop does it when the poll has not: each such list is a consistent read, a
+		// linearizable read of etcd's revision (a ReadIndex round with the leader and its peers) and a
+		// wait for the cache to reach it. On an idle one-vCPU control plane that was 83 of the API
+		// server's 188 etcd requests a minute, and on a busy three-member cluster under emulation, lists
+		// that waited on ReadIndex rounds of seconds (docs/figures.md). Off, a LIST's cost is estimated
+		// from the object count alone, as before 1.34.
+		{"feature-gates", "SizeBasedListCostEstimate=false"},
 		{"kubelet-client-certificate", inPKI(APIServerKubeletCert)},
 		{"kubelet-client-key", inPKI(APIServerKubeletKey)},
 		{"kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
