@@ -42,22 +42,3 @@ func backoff(interval time.Duration) func() time.Duration {
 		return p
 	}
 }
-
-// PollBusy is Poll for a request that either succeeds or is refused: it tries again while the API
-// server answers late, with a 5xx or not at all (a busy control plane, an election), and returns at once
-// when the API server refuses the request for what it is (IsRefused), which no later try can change.
-func PollBusy(ctx context.Context, interval time.Duration, try func(context.Context) error) error {
-	var refused error
-	err := Poll(ctx, interval, func(ctx context.Context) error {
-		err := try(ctx)
-		if IsRefused(err) {
-			refused = err
-			return nil
-		}
-		return err
-	})
-	if refused != nil {
-		return refused
-	}
-	return err
-}

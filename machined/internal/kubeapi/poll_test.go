@@ -3,7 +3,6 @@ package kubeapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,36 +51,5 @@ func TestPoll(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "not yet") {
 		t.Errorf("Poll after its context ended = %v, want the last error in it", err)
-	}
-}
-
-func TestPollBusy(t *testing.T) {
-	busy := &StatusError{Code: 504, Body: "timeout"}
-	forbidden := &StatusError{Code: 403, Body: "forbidden"}
-	for _, tc := range []struct {
-		name      string
-		errs      []error // what each try returns; nil after the last
-		wantCalls int
-		wantErr   error
-	}{
-		{"answers at once", nil, 1, nil},
-		{"late, then answers", []error{errors.New("timeout awaiting response headers"), busy}, 3, nil},
-		{"too many requests, then answers", []error{&StatusError{Code: 429}}, 2, nil},
-		{"refused: no second try", []error{forbidden}, 1, forbidden},
-		{"late, then refused", []error{busy, fmt.Errorf("read Node n1: %w", forbidden)}, 2, forbidden},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
-			err := PollBusy(context.Background(), time.Millisecond, func(context.Context) error {
-				calls++
-				if calls <= len(tc.errs) {
-					return tc.errs[calls-1]
-				}
-				return nil
-			})
-			if calls != tc.wantCalls || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-				t.Errorf("PollBusy = %v after %d tries, want %v after %d", err, calls, tc.wantErr, tc.wantCalls)
-			}
-		})
 	}
 }

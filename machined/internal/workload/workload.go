@@ -146,9 +146,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	serve := t("join-service", func(context.Context) error { return w.StartJoinService() })
 	// One late answer of a busy API server does not end a join that has done all the rest (make e2e-ha:
 	// a worker's read of its Node timed out through the VIP while the third control plane settled).
-	labels := t("node-labels", func(ctx context.Context) error {
-		return kubeapi.PollBusy(ctx, 5*time.Second, w.publishNodeSpec)
-	})
+	labels := t("node-labels", func(ctx context.Context) error { return untilInvalid(ctx, retryEvery, w.publishNodeSpec) })
 
 	switch {
 	case c.Machine.Type == config.TypeWorker:
