@@ -10,7 +10,6 @@ import (
 	"github.com/cairn-os/cairn/api/config"
 	"github.com/cairn-os/cairn/machined/internal/addons"
 	"github.com/cairn-os/cairn/machined/internal/kube"
-	"github.com/cairn-os/cairn/machined/internal/kubeapi"
 )
 
 // fieldManager owns every field Cairn applies: `kubectl get -o yaml --show-managed-fields` shows which.
@@ -86,27 +85,6 @@ func (w *Workload) applyAddons(ctx context.Context) error {
 	}
 	w.Log.Info("add-ons applied", "objects", len(objs), "took", time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// retryEvery is how often untilInvalid asks the API server again.
-const retryEvery = 2 * time.Second
-
-// untilInvalid calls f every interval until it succeeds, the API server refuses the request as invalid,
-// or ctx ends (then with f's last error).
-func untilInvalid(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
-	for {
-		fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := f(fctx)
-		cancel()
-		if err == nil || kubeapi.IsInvalid(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(interval):
-		}
-	}
 }
 
 // cniOptions shape this node's pod network for the cluster's choice of network.
