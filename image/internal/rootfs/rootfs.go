@@ -26,8 +26,9 @@ import (
 )
 
 // MountPoints are empty in the image: the root is read-only, so machined can only mount over
-// directories that already exist. /system/state is where STATE goes; EPHEMERAL is mounted on /var.
-var MountPoints = []string{"/dev", "/proc", "/sys", "/run", "/tmp", "/var", "/system/state", "/mnt", payload.MountPoint}
+// directories that already exist. /system/state is where STATE goes; EPHEMERAL is mounted on /var, and
+// its /var/opt on /opt (what add-ons install on the host, such as a network add-on's CNI plugins).
+var MountPoints = []string{"/dev", "/proc", "/sys", "/run", "/tmp", "/var", "/opt", "/system/state", "/mnt", payload.MountPoint}
 
 // LoadListName is the file, in /lib/modules/VERSION of both the initramfs and the rootfs, that lists
 // module paths in load order.

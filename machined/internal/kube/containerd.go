@@ -128,7 +128,9 @@ func (r *Renderer) ContainerdConfig(o ContainerdOptions) (File, error) {
 						}},
 					},
 				},
-				CNI: criCNI{BinDirs: []string{binDir}, ConfDir: l.CNIConfDir(), MaxConfNum: 1, UseInternalLoopback: true},
+				// The payload's plugins first: Cairn's own network config always runs the checked ones,
+				// even when an add-on installs plugins of the same names into /opt/cni/bin.
+				CNI: criCNI{BinDirs: []string{binDir, l.AddonCNIBinDir()}, ConfDir: l.CNIConfDir(), MaxConfNum: 1, UseInternalLoopback: true},
 			},
 		},
 	}

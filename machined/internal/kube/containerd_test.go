@@ -81,7 +81,7 @@ func TestContainerdConfigKeys(t *testing.T) {
 		"runtime_type":    "io.containerd.runc.v2",
 		"SystemdCgroup":   false,
 		"runc root":       "/tmp/sbx/run/containerd/runc",
-		"bin_dirs":        []any{"/tmp/sbx/usr/lib/cairn/payload/cni"},
+		"bin_dirs":        []any{"/tmp/sbx/usr/lib/cairn/payload/cni", "/tmp/sbx/opt/cni/bin"},
 		"conf_dir":        "/tmp/sbx/etc/cni/net.d",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -115,6 +115,17 @@ func (l Layout) ContainerdSocket() string {
 // CNIConfDir is where CNI network configs live.
 func (l Layout) CNIConfDir() string { return l.p.Join("etc", "cni", "net.d") }
 
+// Opt is /opt: empty in the root image, a mount of OptStore on a node, so that what an add-on installs
+// on the host (a network add-on's CNI plugins) has somewhere to go.
+func (l Layout) Opt() string { return l.p.Join("opt") }
+
+// OptStore holds /opt's contents on EPHEMERAL (/var), where they last across reboots.
+func (l Layout) OptStore() string { return l.p.Join("var", "opt") }
+
+// AddonCNIBinDir is where a network add-on of the user's installs its CNI plugins: /opt/cni/bin, the
+// path their installers write to. containerd looks there after the payload's plugins.
+func (l Layout) AddonCNIBinDir() string { return filepath.Join(l.Opt(), "cni", "bin") }
+
 // CNIConf is Cairn's bridge network config.
 func (l Layout) CNIConf() string { return filepath.Join(l.CNIConfDir(), "10-cairn.conflist") }
 

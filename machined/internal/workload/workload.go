@@ -127,6 +127,7 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 		t("kernel-modules", w.waitModules),
 		t("render", func(context.Context) error { return w.render(c) }),
 		t("kubernetes-dir", w.persistKubernetesDir),
+		t("opt-dir", w.optDir),
 	}
 	runtime := []sequence.Task{t("payload", w.mountPayload), t("containerd", w.startContainerd), t("images", w.registerImages)}
 	pki := sequence.Task{Name: "kubernetes-pki", Once: true, Run: w.writePKI}

@@ -26,7 +26,8 @@ func TestHookOrder(t *testing.T) {
 				{"apiserver-ready", "bootstrap-objects"}, {"node-ready", "join-service"},
 				{"control-plane-manifests", "kubelet"}, {"apiserver-ready", "controller-manifests"},
 				{"controller-manifests", "pod-network"}, {"discovery-names", "kubelet"},
-				{"etcd-healthy", "vip"}, {"apiserver-ready", "vip"}, {"vip", "addons"}, {"etcd-healthy", "etcd-name"}},
+				{"etcd-healthy", "vip"}, {"apiserver-ready", "vip"}, {"vip", "addons"}, {"etcd-healthy", "etcd-name"},
+				{"opt-dir", "containerd"}},
 			[]string{"etcd-promote", "worker-files"}},
 		// A joining member must not restore a snapshot (it would start a cluster of its own), and its API
 		// server, which talks to the local member alone, waits until that member votes.
@@ -45,7 +46,7 @@ func TestHookOrder(t *testing.T) {
 			[]string{"etcd-promote"}},
 		{"worker", config.TypeWorker, fsm.SeqJoin,
 			// The kubelet bootstraps through api.internal.<cluster>: the name must be there first.
-			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}, {"discovery-names", "kubelet"}},
+			[]rule{{"worker-files", "kubelet"}, {"kubelet", "node-ready"}, {"discovery-names", "kubelet"}, {"opt-dir", "containerd"}},
 			[]string{"kubernetes-pki", "certificates", "etcd-manifest", "etcd-promote", "control-plane-manifests",
 				"controller-manifests", "join-service", "etcd-name"}},
 	}
