@@ -264,6 +264,15 @@ func TestJoin(t *testing.T) {
 				"get", "nodes", "-o", "name")
 			waitCoreDNSOn(t, kc, c.Nodes[0].Name) // one node left: one replica again
 		})
+		// Last: the add-on's network takes the control plane's new pods.
+		t.Run("a network add-on's CNI plugin in /opt/cni/bin", func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					logClusterState(t, kc, c.mtls(0))
+				}
+			}()
+			checkAddonCNI(t, c, 0, kc)
+		})
 		t.Log("skipping the self-joined third VM: run `make e2e-join` (CAIRN_E2E_JOIN=1)")
 		checkDestroy(t, c)
 		return

@@ -30,21 +30,7 @@ import (
 // node's address; kubernetes.default resolves. Only cairnctl and kubectl touch the cluster.
 func checkWorkloads(t *testing.T, c *cluster, kc string) {
 	const ns = "workloads"
-	archive := filepath.Join(t.TempDir(), "hello.tar")
-	bin, err := helloimage.Build(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helloimage.Write(f, bin, helloimage.Ref); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	archive := imageArchive(t, "./hack/examples/hello", helloimage.Ref)
 
 	// Into every node at once, through their machine APIs.
 	var endpoints, nodes []string
@@ -132,6 +118,28 @@ func checkWorkloads(t *testing.T, c *cluster, kc string) {
 		}
 	}
 	kubectl(t, kc, "delete", "namespace", ns, "--wait=false")
+}
+
+// imageArchive builds the command pkg of this repository and packs it as an image archive named ref (its
+// entrypoint /hello), for `cairnctl image import`.
+func imageArchive(t *testing.T, pkg, ref string) string {
+	t.Helper()
+	bin, err := helloimage.BuildPackage(repoRoot, pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), filepath.Base(pkg)+".tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helloimage.Write(f, bin, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return archive
 }
 
 // helloObjects are two replicas of hello (that must land on different nodes if spread), a ClusterIP

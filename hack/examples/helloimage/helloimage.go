@@ -25,18 +25,22 @@ import (
 const Ref = "example.local/hello:v1"
 
 // Build compiles the hello command as a static binary (pure Go, stripped) from the repository at root.
-func Build(root string) ([]byte, error) {
+func Build(root string) ([]byte, error) { return BuildPackage(root, "./hack/examples/hello") }
+
+// BuildPackage compiles the command pkg (a path relative to root) as Build does: the end-to-end tests
+// pack their other test programs the same way.
+func BuildPackage(root, pkg string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "hello-build-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "hello")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./hack/examples/hello")
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build hello: %v\n%s", err, b)
+		return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return os.ReadFile(out)
 }

@@ -1,0 +1,71 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// addonSubnet is the pod subnet of hack/e2e/cniaddon's network.
+var addonSubnet = netip.MustParsePrefix("172.30.99.0/24")
+
+// checkAddonCNI installs a network add-on's CNI plugin on node i as Calico's or Cilium's installer
+// does (a privileged host-network pod writes the plugin into /opt/cni/bin and its config into
+// /etc/cni/net.d through hostPath volumes; /opt is read-only in Cairn's root image and EPHEMERAL's
+// /var/opt on a node) and checks that containerd runs it for the next pod. The add-on's network config
+// sorts before Cairn's, so new pods on that node get its network: this runs last on a cluster.
+func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {
+	const ref = "example.local/cniaddon:v1"
+	archive := imageArchive(t, "./hack/e2e/cniaddon", ref)
+	mustCtl(t, 5*time.Minute, append(c.mtls(i), "image", "import", archive)...)
+
+	node := c.Nodes[i].Name
+	root, privileged := int64(0), true
+	hostDir := corev1.HostPathDirectoryOrCreate
+	installer := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cni-addon-install", Namespace: "kube-system"},
+		Spec: corev1.PodSpec{
+			NodeName: node, HostNetwork: true, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "install", Image: ref, ImagePullPolicy: corev1.PullNever,
+				SecurityContext: &corev1.SecurityContext{RunAsUser: &root, Privileged: &privileged},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "bin", MountPath: "/host/opt/cni/bin"}, {Name: "conf", MountPath: "/host/etc/cni/net.d"}},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "bin", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/opt/cni/bin", Type: &hostDir}}},
+				{Name: "conf", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/cni/net.d", Type: &hostDir}}},
+			},
+		},
+	}
+	apply := func(p *corev1.Pod) {
+		path := filepath.Join(t.TempDir(), p.Name+".json")
+		writeJSONList(t, path, []any{p})
+		kubectl(t, kc, "apply", "-f", path)
+		kubectl(t, kc, "-n", p.Namespace, "wait", "--for=condition=Ready", "pod/"+p.Name, "--timeout=5m")
+	}
+	apply(installer)
+	t.Logf("installer: %s", kubectl(t, kc, "-n", "kube-system", "logs", installer.Name))
+
+	probe := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cni-addon-probe", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: node, Tolerations: installer.Spec.Tolerations,
+			Containers: []corev1.Container{{Name: "echo", Image: "cairn.local/echo:v1", ImagePullPolicy: corev1.PullNever}},
+		},
+	}
+	apply(probe)
+	var got corev1.Pod
+	kubectlJSON(t, kc, &got, "-n", probe.Namespace, "get", "pod", probe.Name)
+	ip, err := netip.ParseAddr(got.Status.PodIP)
+	if err != nil || !addonSubnet.Contains(ip) {
+		t.Errorf("pod %s after the add-on's install has address %q, want one of the add-on's %s", probe.Name, got.Status.PodIP, addonSubnet)
+	}
+}
