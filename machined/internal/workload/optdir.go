@@ -23,10 +23,7 @@ func (w *Workload) optDir(context.Context) error {
 // in sandbox mode, where /opt is a plain directory under the sandbox's root.
 func makeOptDir(l kube.Layout, bind func(src, dst string) error) error {
 	if bind != nil {
-		if err := os.MkdirAll(l.OptStore(), 0o755); err != nil {
-			return err
-		}
-		if err := bind(l.OptStore(), l.Opt()); err != nil {
+		if err := bindDir(bind, l.OptStore(), l.Opt()); err != nil {
 			return fmt.Errorf("make %s writable: %w", l.Opt(), err)
 		}
 	}

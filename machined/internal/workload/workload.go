@@ -273,14 +273,17 @@ func (w *Workload) persistKubernetesDir(context.Context) error {
 	if w.Bind == nil || w.StateDir == nil {
 		return nil
 	}
-	src := filepath.Join(w.StateDir(), "kubernetes")
-	dst := w.Renderer().Layout().Kubernetes()
+	return bindDir(w.Bind, filepath.Join(w.StateDir(), "kubernetes"), w.Renderer().Layout().Kubernetes())
+}
+
+// bindDir makes src and dst (a no-op for a mount point already in the read-only root) and binds src onto dst.
+func bindDir(bind func(src, dst string) error, src, dst string) error {
 	for _, d := range []string{src, dst} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	return w.Bind(src, dst)
+	return bind(src, dst)
 }
 
 // writePKI writes the cluster PKI and the components' kubeconfigs once: the leaf certificates are made on
