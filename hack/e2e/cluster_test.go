@@ -13,13 +13,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-os/cairn/hack/examples/helloimage"
 )
 
 // createTimeout bounds a cluster create that inits (and joins) nodes with Kubernetes under TCG.
 const createTimeout = 30 * time.Minute
-
-// echoGreeting is what the bundled test workload (image/bundle/echo) answers.
-const echoGreeting = "cairn-echo: hello from Cairn"
 
 // TestControlPlane follows one control plane made by `cairnctl cluster create` through its life, the way
 // an operator drives it (issues 4, 5 and 7): Kubernetes up with a pod answering; logs, dmesg and service
@@ -58,12 +57,13 @@ func TestControlPlane(t *testing.T) {
 		t.Logf("cairnctl health:\n%s", out)
 		waitNodeReady(t, kc, n.Name)
 		waitCoreDNSOn(t, kc, n.Name) // a cluster of one node: one replica
-		kubectl(t, kc, "run", "echo", "--image=cairn.local/echo:v1", "--image-pull-policy=Never", "--restart=Never", "--port=8080",
+		importHello(t, c)
+		kubectl(t, kc, "run", "web", "--image="+helloimage.Ref, "--image-pull-policy=Never", "--restart=Never", "--port=8080",
 			`--overrides={"spec":{"tolerations":[{"operator":"Exists"}]}}`)
-		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo", "--timeout=5m")
+		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/web", "--timeout=5m")
 		// Through the API server's proxy to the pod: the answer crossed the node's pod network.
-		waitKubectl(t, kc, 2*time.Minute, func(out string) bool { return strings.Contains(out, echoGreeting) },
-			"get", "--raw", "/api/v1/namespaces/default/pods/echo:8080/proxy/")
+		waitKubectl(t, kc, 2*time.Minute, func(out string) bool { return strings.Contains(out, "hello from web") },
+			"get", "--raw", "/api/v1/namespaces/default/pods/web:8080/proxy/")
 		kubectl(t, kc, "create", "configmap", "keep-me", "--from-literal=answer=42")
 		// The kubelet's serving certificate comes from the cluster: its CSR approved by the control plane's
 		// machined, signed by the controller manager; logs are served over it.
@@ -75,7 +75,7 @@ func TestControlPlane(t *testing.T) {
 			}
 			return false
 		}, "get", "csr", "--field-selector=spec.signerName=kubernetes.io/kubelet-serving")
-		waitKubectl(t, kc, 2*time.Minute, func(string) bool { return true }, "logs", "echo")
+		waitKubectl(t, kc, 2*time.Minute, func(string) bool { return true }, "logs", "web")
 	})
 
 	var certsBefore map[string]time.Time
@@ -86,7 +86,7 @@ func TestControlPlane(t *testing.T) {
 	t.Run("logs and dmesg", func(t *testing.T) { checkLogs(t, mtls()) })
 	t.Run("service stop and start", func(t *testing.T) {
 		checkServiceRestart(t, mtls(), kc, n.Name)
-		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo", "--timeout=5m")
+		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/web", "--timeout=5m")
 	})
 	t.Run("apply", func(t *testing.T) { checkApply(t, c, kc, n.Name) })
 
@@ -235,9 +235,10 @@ func TestJoin(t *testing.T) {
 	waitNodeReady(t, kc, c.Nodes[0].Name)
 	waitNodeReady(t, kc, w.Name)
 	waitCoreDNSOn(t, kc, c.Nodes[0].Name, w.Name) // a second replica once the worker is Ready, on it
-	kubectl(t, kc, "run", "echo-w", "--image=cairn.local/echo:v1", "--image-pull-policy=Never", "--restart=Never", "--port=8080",
+	importHello(t, c)
+	kubectl(t, kc, "run", "web-w", "--image="+helloimage.Ref, "--image-pull-policy=Never", "--restart=Never", "--port=8080",
 		`--overrides={"spec":{"nodeName":"`+w.Name+`"}}`)
-	kubectl(t, kc, "wait", "--for=condition=Ready", "pod/echo-w", "--timeout=5m")
+	kubectl(t, kc, "wait", "--for=condition=Ready", "pod/web-w", "--timeout=5m")
 	subtests = true
 	t.Run("workloads", func(t *testing.T) {
 		defer func() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-os/cairn/hack/examples/helloimage"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -19,7 +20,8 @@ var addonSubnet = netip.MustParsePrefix("172.30.99.0/24")
 // does (a privileged host-network pod writes the plugin into /opt/cni/bin and its config into
 // /etc/cni/net.d through hostPath volumes; /opt is read-only in Cairn's root image and EPHEMERAL's
 // /var/opt on a node) and checks that containerd runs it for the next pod. The add-on's network config
-// sorts before Cairn's, so new pods on that node get its network: this runs last on a cluster.
+// sorts before Cairn's, so new pods on that node get its network: this runs last on a cluster. The probe
+// pod runs hello, which importHello brought in earlier.
 func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {
 	const ref = "example.local/cniaddon:v1"
 	archive := imageArchive(t, "./hack/e2e/cniaddon", ref)
@@ -58,7 +60,7 @@ func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {
 		ObjectMeta: metav1.ObjectMeta{Name: "cni-addon-probe", Namespace: "default"},
 		Spec: corev1.PodSpec{
 			NodeName: node, Tolerations: installer.Spec.Tolerations,
-			Containers: []corev1.Container{{Name: "echo", Image: "cairn.local/echo:v1", ImagePullPolicy: corev1.PullNever}},
+			Containers: []corev1.Container{{Name: "hello", Image: helloimage.Ref, ImagePullPolicy: corev1.PullNever}},
 		},
 	}
 	apply(probe)

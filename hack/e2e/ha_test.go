@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-os/cairn/hack/examples/helloimage"
 )
 
 // haTimeout bounds a create of three control planes and a worker: one Init and three joins, one after
@@ -69,7 +71,8 @@ func TestHA(t *testing.T) {
 	kubectl(t, kc, "create", "configmap", "before", "--from-literal=answer=1")
 	// Made with no replica, pinned to the worker, then scaled: no pod lands elsewhere first and needs a
 	// rollout to move (the last run's rollout outlasted its 5 minutes on a busy controller-manager).
-	kubectl(t, kc, "create", "deployment", "hello", "--image=cairn.local/echo:v1", "--replicas=0", "--port=8080")
+	importHello(t, c, 3) // the worker's, where the Deployment runs
+	kubectl(t, kc, "create", "deployment", "hello", "--image="+helloimage.Ref, "--replicas=0", "--port=8080")
 	kubectl(t, kc, "patch", "deployment", "hello", "--type=merge",
 		"-p", `{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":"`+worker.Name+`"}}}}}`)
 	kubectl(t, kc, "scale", "deployment", "hello", "--replicas=2")

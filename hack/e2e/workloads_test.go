@@ -23,26 +23,40 @@ import (
 	"github.com/cairn-os/cairn/hack/examples/helloimage"
 )
 
-// checkWorkloads is what a user does first on a new cluster (issue 12), on one node or on a control plane
-// and a worker: import an image the nodes do not carry, run two replicas of it (on different nodes when
-// there are two) behind a ClusterIP and a NodePort Service, and reach them from a pod on each node by the
-// Service's DNS name, by pod IP (across nodes when there are two), and through the NodePort on every
-// node's address; kubernetes.default resolves. Only cairnctl and kubectl touch the cluster.
-func checkWorkloads(t *testing.T, c *cluster, kc string) {
-	const ns = "workloads"
+// importHello is the first thing a user does with an app on a new cluster (issue 12): import its image,
+// which the nodes do not carry (the payload has no test workload), into the nodes of c with these indexes
+// (every node when none is given) at once, through their machine APIs. The tests' own pods run it too.
+func importHello(t *testing.T, c *cluster, nodes ...int) {
+	t.Helper()
+	if len(nodes) == 0 {
+		for i := range c.Nodes {
+			nodes = append(nodes, i)
+		}
+	}
 	archive := imageArchive(t, "./hack/examples/hello", helloimage.Ref)
-
-	// Into every node at once, through their machine APIs.
-	var endpoints, nodes []string
-	for _, n := range c.Nodes {
-		endpoints, nodes = append(endpoints, n.APIEndpoint), append(nodes, n.Name)
+	var endpoints []string
+	for _, i := range nodes {
+		endpoints = append(endpoints, c.Nodes[i].APIEndpoint)
 	}
 	out := mustCtl(t, 10*time.Minute, "--cairnconfig", c.cairnconfig, "--nodes", strings.Join(endpoints, ","), "image", "import", archive)
 	t.Logf("image import:\n%s", out)
-	for i := range c.Nodes {
+	for _, i := range nodes {
 		if out := mustCtl(t, time.Minute, append(c.mtls(i), "image", "list")...); !strings.Contains(out, helloimage.Ref) {
 			t.Fatalf("node %s: image list lacks %s after the import:\n%s", c.Nodes[i].Name, helloimage.Ref, out)
 		}
+	}
+}
+
+// checkWorkloads is what a user does next (issue 12), on one node or on a control plane and a worker,
+// with the image importHello brought in: run two replicas of it (on different nodes when there are two)
+// behind a ClusterIP and a NodePort Service, and reach them from a pod on each node by the Service's DNS
+// name, by pod IP (across nodes when there are two), and through the NodePort on every node's address;
+// kubernetes.default resolves. Only cairnctl and kubectl touch the cluster.
+func checkWorkloads(t *testing.T, c *cluster, kc string) {
+	const ns = "workloads"
+	var nodes []string
+	for _, n := range c.Nodes {
+		nodes = append(nodes, n.Name)
 	}
 
 	kubectl(t, kc, "create", "namespace", ns)

@@ -13,9 +13,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,7 +102,7 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		t.Errorf("bin/containerd-shim-runc-v2 is not a file of its own (%v)", err)
 	}
 	// Static: the node's root has no libc.
-	for _, name := range []string{"kube", "etcd", "flanneld", "pause", "cairn-echo", "cairn-mount", "cairn-kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+	for _, name := range []string{"kube", "etcd", "flanneld", "pause", "cairn-mount", "cairn-kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
 		if out, err := exec.Command("ldd", bin(name)).CombinedOutput(); err == nil && !strings.Contains(string(out), "statically linked") {
 			t.Errorf("%s is dynamically linked: %s", name, out)
 		}
@@ -414,7 +412,6 @@ func TestContainerdImportsAndRunsBundle(t *testing.T) {
 	t.Run("coredns has the chosen plugins", func(t *testing.T) { coreDNSPlugins(t, c, v) })
 	t.Run("coredns serves DNS and health", func(t *testing.T) { runCoreDNS(t, c, v) })
 	t.Run("coredns binds port 53 as 65532", func(t *testing.T) { coreDNSPort53(t, c, v) })
-	t.Run("echo serves over HTTP", func(t *testing.T) { runEcho(t, c, v) })
 	t.Run("pause exits 0 on SIGTERM", func(t *testing.T) { runPause(t, c, v) })
 }
 
@@ -432,36 +429,6 @@ func freePorts(t *testing.T, n int) []int {
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports
-}
-
-func runEcho(t *testing.T, c *containerd, v versions.Versions) {
-	port := freePorts(t, 1)[0]
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if _, err := c.ctr("k8s.io", "run", "-d", "--net-host", "cairn.local/echo:"+v.EchoTag, "echo-test", "/usr/local/bin/cairn-echo", "--listen", addr); err != nil {
-		t.Fatal(err)
-	}
-	var body string
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	host, _ := os.Hostname() // --net-host shares the UTS namespace too
-	if want := host + "\ncairn-echo: hello from Cairn\n"; body != want {
-		t.Errorf("GET http://%s/ = %q, want %q", addr, body, want)
-	}
-	if _, err := c.ctr("k8s.io", "tasks", "kill", "-s", "SIGTERM", "echo-test"); err != nil {
-		t.Error(err)
-	}
-	if code := waitExit(t, c, "echo-test"); code != 0 {
-		t.Errorf("cairn-echo exit code after SIGTERM = %d, want 0", code)
-	}
 }
 
 func runPause(t *testing.T, c *containerd, v versions.Versions) {

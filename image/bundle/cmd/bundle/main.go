@@ -1,5 +1,5 @@
 // Command bundle builds Cairn's Kubernetes bundle from pinned Go modules:
-// the multi-call kube binary (with CoreDNS), etcd, pause, cairn-echo,
+// the multi-call kube binary (with CoreDNS), etcd, pause,
 // cairn-mount, the multi-call containerd (with its runc shim), ctr, runc,
 // the CNI plugins and flannel, plus one OCI
 // archive of every image a node runs (images.tar) and its listing

@@ -8,11 +8,11 @@ import (
 )
 
 // Binaries are the programs the images carry, by name (kube, etcd,
-// flanneld, pause, cairn-echo, cairn-mount, cairn-kube-proxy).
+// flanneld, pause, cairn-mount, cairn-kube-proxy).
 type Binaries map[string][]byte
 
 // BinaryNames are the entries Binaries must hold: files of the bundle's bin/.
-var BinaryNames = []string{"kube", "etcd", "flanneld", "pause", "cairn-echo", "cairn-mount", "cairn-kube-proxy"}
+var BinaryNames = []string{"kube", "etcd", "flanneld", "pause", "cairn-mount", "cairn-kube-proxy"}
 
 // KubeComponents are the names the multi-call kube binary answers to; each
 // gets a symlink in the shared layer.
@@ -101,10 +101,6 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 	if err != nil {
 		return nil, fmt.Errorf("pause layer: %w", err)
 	}
-	echo, err := Layer([]File{{Path: binDir + "/cairn-echo", Mode: 0o755, Data: bins["cairn-echo"]}})
-	if err != nil {
-		return nil, fmt.Errorf("echo layer: %w", err)
-	}
 	// Upstream's CoreDNS image runs /coredns: here a link into the kube layer.
 	coredns, err := Layer([]File{{Path: "coredns", Mode: fs.ModeSymlink, Linkname: binDir + "/coredns"}})
 	if err != nil {
@@ -174,14 +170,6 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 			Layers:     []LayerSpec{{pause, "pause"}},
 			Entrypoint: []string{"/pause"},
 			User:       "65535:65535",
-		},
-		{
-			Name:         "cairn.local/echo:" + v.EchoTag,
-			Layers:       []LayerSpec{baseL, {echo, "cairn-echo"}},
-			Entrypoint:   []string{"/" + binDir + "/cairn-echo"},
-			Env:          defaultEnv,
-			User:         "65532:65532",
-			ExposedPorts: []string{"8080/tcp"},
 		},
 	}
 	out := make([]Named, 0, len(specs))

@@ -28,7 +28,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 var v = versions.Versions{
 	Kubernetes: "v1.37.2", Etcd: "v3.6.16", Containerd: "v2.4.2", Runc: "v1.3.6",
-	CNIPlugins: "v1.9.1", CoreDNS: "v1.15.0", Flannel: "v0.28.10", PauseTag: "3.10.2", EchoTag: "v1",
+	CNIPlugins: "v1.9.1", CoreDNS: "v1.15.0", Flannel: "v0.28.10", PauseTag: "3.10.2",
 }
 
 func fakeBinaries() Binaries {
@@ -202,7 +202,6 @@ func TestImageConfigs(t *testing.T) {
 		"cairn.local/kubelet:v1.37.2":                     {[]string{"/usr/local/bin/kubelet"}, "", 3},
 		"registry.k8s.io/etcd:3.6.16-0":                   {[]string{"/usr/local/bin/etcd"}, "", 2},
 		"registry.k8s.io/pause:3.10.2":                    {[]string{"/pause"}, "65535:65535", 1},
-		"cairn.local/echo:v1":                             {[]string{"/usr/local/bin/cairn-echo"}, "65532:65532", 2},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("image configs mismatch (-want +got):\n%s", diff)

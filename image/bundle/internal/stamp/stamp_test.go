@@ -38,7 +38,7 @@ func TestHashTracksInputsOnly(t *testing.T) {
 		{"versions", func(d string) { write(t, filepath.Join(d, "versions.env"), "A=2\n") }, "go1.26.8", true},
 		{"source", func(d string) { write(t, filepath.Join(d, "kube", "main.go"), "package main // x\n") }, "go1.26.8", true},
 		{"go.sum", func(d string) { write(t, filepath.Join(d, "kube", "go.sum"), "y\n") }, "go1.26.8", true},
-		{"new source", func(d string) { write(t, filepath.Join(d, "echo", "main.go"), "package main\n") }, "go1.26.8", true},
+		{"new source", func(d string) { write(t, filepath.Join(d, "newcmd", "main.go"), "package main\n") }, "go1.26.8", true},
 		{"toolchain", func(string) {}, "go1.26.9", true},
 		// The conformance suite's module is no input of the node's bundle, but a directory of that name
 		// deeper down (its own cmd/conformance) is one of the suite's inputs.

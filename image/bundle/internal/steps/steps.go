@@ -119,11 +119,6 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			Outputs: []string{"bin/pause"},
 		},
 		{
-			Name: "cairn-echo", Dir: p.Src, Env: pureGo,
-			Args:    goBuild(strip, nil, filepath.Join(bin, "cairn-echo"), "./echo"),
-			Outputs: []string{"bin/cairn-echo"},
-		},
-		{
 			Name: "cairn-mount", Dir: p.Src, Env: pureGo,
 			Args:    goBuild(strip, nil, filepath.Join(bin, "cairn-mount"), "./mount"),
 			Outputs: []string{"bin/cairn-mount"},

@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 var v = versions.Versions{
 	Kubernetes: "v1.37.2", Etcd: "v3.6.16", Containerd: "v2.4.2", Runc: "v1.3.6",
-	CNIPlugins: "v1.9.1", CoreDNS: "v1.15.0", Flannel: "v0.28.10", PauseTag: "3.10.2", EchoTag: "v1",
+	CNIPlugins: "v1.9.1", CoreDNS: "v1.15.0", Flannel: "v0.28.10", PauseTag: "3.10.2",
 }
 
 var paths = Paths{Src: "/repo/image/bundle", Out: "/out", Neutral: "/tmp/n", HostTools: "/tmp/h"}

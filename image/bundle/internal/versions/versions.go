@@ -22,7 +22,6 @@ type Versions struct {
 	CoreDNS    string // v1.15.0
 	Flannel    string // v0.28.10
 	PauseTag   string // 3.10.2
-	EchoTag    string // v1
 }
 
 var semver = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)$`)
@@ -45,7 +44,6 @@ func (v *Versions) fields() map[string]struct {
 		"COREDNS_VERSION":     {&v.CoreDNS, true},
 		"FLANNEL_VERSION":     {&v.Flannel, true},
 		"PAUSE_TAG":           {&v.PauseTag, false},
-		"ECHO_TAG":            {&v.EchoTag, false},
 	}
 }
 

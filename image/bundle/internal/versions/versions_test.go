@@ -19,13 +19,12 @@ CNI_PLUGINS_VERSION=v1.9.1
 COREDNS_VERSION=v1.15.0
 FLANNEL_VERSION=v0.28.10
 PAUSE_TAG=3.10.2
-ECHO_TAG=v1
 `
 
 func TestParse(t *testing.T) {
 	want := Versions{
 		Kubernetes: "v1.37.2", Etcd: "v3.6.16", Containerd: "v2.4.2", Runc: "v1.3.6",
-		CNIPlugins: "v1.9.1", CoreDNS: "v1.15.0", Flannel: "v0.28.10", PauseTag: "3.10.2", EchoTag: "v1",
+		CNIPlugins: "v1.9.1", CoreDNS: "v1.15.0", Flannel: "v0.28.10", PauseTag: "3.10.2",
 	}
 	got, err := Parse(strings.NewReader(good))
 	if err != nil {
@@ -46,10 +45,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{`KUBERNETES_VERSION="1.37" is not a vMAJOR.MINOR.PATCH version`}},
 		{"missing key", func(s string) string { return strings.Replace(s, "RUNC_VERSION=v1.3.6\n", "", 1) },
 			[]string{"missing RUNC_VERSION"}},
-		{"unknown and duplicate, both reported", func(s string) string { return s + "FOO=1\nECHO_TAG=v2\n" },
-			[]string{"line 12: unknown key FOO", "line 13: ECHO_TAG set twice"}},
+		{"unknown and duplicate, both reported", func(s string) string { return s + "FOO=1\nPAUSE_TAG=3.10.3\n" },
+			[]string{"line 11: unknown key FOO", "line 12: PAUSE_TAG set twice"}},
 		{"no equals", func(s string) string { return s + "garbage\n" },
-			[]string{`line 12: want KEY=VALUE, got "garbage"`}},
+			[]string{`line 11: want KEY=VALUE, got "garbage"`}},
 		{"empty tag", func(s string) string { return strings.Replace(s, "PAUSE_TAG=3.10.2", "PAUSE_TAG=", 1) },
 			[]string{"PAUSE_TAG is empty"}},
 	}
