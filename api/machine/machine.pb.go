@@ -3231,7 +3231,7 @@ type Mount struct {
 	Target        string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
 	Fstype        string                 `protobuf:"bytes,3,opt,name=fstype,proto3" json:"fstype,omitempty"`
 	Options       string                 `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
-	Volume        string                 `protobuf:"bytes,5,opt,name=volume,proto3" json:"volume,omitempty"` // state, ephemeral, etcd, or "" for a system mount
+	Volume        string                 `protobuf:"bytes,5,opt,name=volume,proto3" json:"volume,omitempty"` // state, ephemeral, etcd (also a bind mount of one of its directories), or "" for a system mount
 	Uuid          string                 `protobuf:"bytes,6,opt,name=uuid,proto3" json:"uuid,omitempty"`
 	Label         string                 `protobuf:"bytes,7,opt,name=label,proto3" json:"label,omitempty"`
 	Size          uint64                 `protobuf:"varint,8,opt,name=size,proto3" json:"size,omitempty"`

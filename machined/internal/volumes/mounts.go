@@ -14,9 +14,11 @@ import (
 // Mount is one mounted filesystem, for the Mounts RPC.
 type Mount struct {
 	Source, Target, FSType, Options string
-	Volume                          string // state, ephemeral, etcd, or "" for a system mount
+	Volume                          string // state, ephemeral, etcd (also a bind mount of one of its directories), or "" for a system mount
 	UUID, Label                     string
 	Size, Used                      uint64
+
+	dev string // MAJOR:MINOR, to name the volume of a bind mount
 }
 
 // Usage reports a filesystem's size and use (sys.Statfs).
@@ -54,7 +56,7 @@ func (m *Manager) Mounts(ctx context.Context, usage Usage) ([]Mount, error) {
 		if root != "/" && e.Target != root && !strings.HasPrefix(e.Target, root+"/") {
 			continue
 		}
-		mt := Mount{Source: e.Source, Target: e.Target, FSType: e.FSType, Options: e.Options, Volume: targets[e.Target]}
+		mt := Mount{Source: e.Source, Target: e.Target, FSType: e.FSType, Options: e.Options, Volume: targets[e.Target], dev: e.Dev}
 		if id, ok := ids[e.Dev]; ok {
 			mt.UUID, mt.Label = id.uuid, id.label
 		}
@@ -83,6 +85,19 @@ func (m *Manager) Mounts(ctx context.Context, usage Usage) ([]Mount, error) {
 	for i := range out {
 		if last[out[i].Target] != i {
 			out[i].Volume = ""
+		}
+	}
+	// A bind mount of a volume's directory (STATE's kubernetes directory on /etc/kubernetes, EPHEMERAL's
+	// /var/opt on /opt) is that volume's filesystem: what is written there lives and dies with the volume.
+	byDev := map[string]string{}
+	for _, m := range out {
+		if m.Volume != "" && m.dev != "" {
+			byDev[m.dev] = m.Volume
+		}
+	}
+	for i := range out {
+		if out[i].Volume == "" && last[out[i].Target] == i {
+			out[i].Volume = byDev[out[i].dev]
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Target < out[j].Target })
