@@ -78,13 +78,14 @@ func (m *Manager) Mounts(ctx context.Context, usage Usage) ([]Mount, error) {
 		}
 	}
 	// A volume is what is visible at its target: the last mount there (the early tmpfs under /var is not).
+	// A hidden mount's size cannot be read through its path: the statfs there answered for the visible one.
 	last := map[string]int{}
 	for i, m := range out {
 		last[m.Target] = i
 	}
 	for i := range out {
 		if last[out[i].Target] != i {
-			out[i].Volume = ""
+			out[i].Volume, out[i].Size, out[i].Used = "", 0, 0
 		}
 	}
 	// A bind mount of a volume's directory (STATE's kubernetes directory on /etc/kubernetes, EPHEMERAL's

@@ -24,19 +24,23 @@ const nodeMountInfo = `22 1 0:20 / / ro,relatime - squashfs /dev/loop0 ro
 37 22 0:41 / /run rw,nosuid,nodev - tmpfs tmpfs rw
 `
 
-func TestMountsNameVolumes(t *testing.T) {
+func TestMounts(t *testing.T) {
 	info := filepath.Join(t.TempDir(), "mountinfo")
 	if err := os.WriteFile(info, []byte(nodeMountInfo), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := &Manager{Paths: paths.Paths{Root: "/"}, MountInfo: info}
-	got, err := m.Mounts(context.Background(), nil)
+	statfs := func(string) (uint64, uint64, error) { return 1 << 30, 1 << 20, nil }
+	got, err := m.Mounts(context.Background(), statfs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	volumeAt := map[string][]string{}
 	for _, mt := range got {
 		volumeAt[mt.Target] = append(volumeAt[mt.Target], mt.Volume)
+		if mt.Target == "/var" && mt.FSType == "tmpfs" && (mt.Size != 0 || mt.Used != 0) {
+			t.Errorf("the hidden tmpfs at /var has size %d, used %d: want 0 (unknown), not EPHEMERAL's", mt.Size, mt.Used)
+		}
 	}
 	want := map[string][]string{
 		"/":               {""},
