@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cairn-os/cairn/api/config"
@@ -30,6 +31,7 @@ type Config struct {
 	Out       string // output directory, _out
 	Machined  string // the machined binary, _out/machined
 	Init      string // a prebuilt init binary; empty builds ./init into Out/init
+	Modprobe  string // a prebuilt machined/cmd/modprobe; empty builds it into Out/modprobe
 	BundleDir string // _out/bundle; absent means no Kubernetes
 	// PayloadImage is a payload image made by another build, used instead of packing BundleDir: an image
 	// that differs from that build only in its boot part (version, machined) is built in seconds.
@@ -52,10 +54,13 @@ type Config struct {
 
 // Artifact names inside Out.
 const (
-	Vmlinuz   = "vmlinuz"
-	Vmlinux   = "vmlinux"
-	InitBin   = "init"
-	RootImage = "rootfs.squashfs"
+	Vmlinuz = "vmlinuz"
+	Vmlinux = "vmlinux"
+	InitBin = "init"
+	// ModprobeBin answers the kernel's module requests on a node (machined/cmd/modprobe): the root
+	// image's /usr/libexec/cairn/modprobe.
+	ModprobeBin = "modprobe"
+	RootImage   = "rootfs.squashfs"
 	// Payload is the Kubernetes payload's tree and PayloadImage its packed image (api/payload).
 	Payload      = "payload"
 	PayloadImage = "payload.squashfs"
@@ -78,8 +83,9 @@ type builder struct {
 	k          kernel.Kernel
 	ix         *kmod.Index
 	initMods   []string
-	rootMods   []string
-	payloadSum string // what the root image records (api/payload.Record); "" without a bundle
+	rootMods   []string // the root image's load list
+	reqMods    []string // shipped beside it for the kernel's requests alone (RequestModules)
+	payloadSum string   // what the root image records (api/payload.Record); "" without a bundle
 }
 
 // Run builds every artifact and prints their sizes.
@@ -102,6 +108,7 @@ func Run(ctx context.Context, c Config) error {
 	}{
 		{"kernel", b.kernel, always},
 		{"init", b.init, always},
+		{"modprobe", b.modprobe, always},
 		{"modules", b.modules, always},
 		{"payload", b.payload, always},
 		{"rootfs", b.rootfs, always},
@@ -125,7 +132,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, ModprobeBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -177,19 +184,33 @@ func (b *builder) kernel(ctx context.Context) error {
 	return writeFile(b.out(Vmlinux), vmlinux, b.Epoch)
 }
 
-// init builds the static init binary unless one was given. -trimpath and an empty build ID keep it
-// byte-identical across builds and checkouts.
+// init builds the static init binary unless one was given.
 func (b *builder) init(ctx context.Context) error {
-	if b.Init != "" {
-		return nil
+	if b.Init == "" {
+		b.Init = b.out(InitBin)
+		return b.goBuild(ctx, b.Init, "./init")
 	}
-	b.Init = b.out(InitBin)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", b.Init, "./init")
+	return nil
+}
+
+// modprobe builds the module-request helper unless one was given.
+func (b *builder) modprobe(ctx context.Context) error {
+	if b.Modprobe == "" {
+		b.Modprobe = b.out(ModprobeBin)
+		return b.goBuild(ctx, b.Modprobe, "./machined/cmd/modprobe")
+	}
+	return nil
+}
+
+// goBuild builds a static binary of the image. -trimpath and an empty build ID keep it byte-identical
+// across builds and checkouts.
+func (b *builder) goBuild(ctx context.Context, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./init: %w: %s", err, out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w: %s", pkg, err, msg)
 	}
-	return os.Chtimes(b.Init, time.Unix(b.Epoch, 0), time.Unix(b.Epoch, 0))
+	return os.Chtimes(out, time.Unix(b.Epoch, 0), time.Unix(b.Epoch, 0))
 }
 
 func (b *builder) modules(context.Context) error {
@@ -204,7 +225,12 @@ func (b *builder) modules(context.Context) error {
 	if b.rootMods, err = ix.Closure(RootfsModules); err != nil {
 		return fmt.Errorf("rootfs modules: %w", err)
 	}
-	b.logf("[modules] initramfs: %d modules %v; rootfs: %d modules", len(b.initMods), names(b.initMods), len(b.rootMods))
+	req, err := ix.Closure(RequestModules)
+	if err != nil {
+		return fmt.Errorf("modules for the kernel's requests: %w", err)
+	}
+	b.reqMods = slices.DeleteFunc(req, func(m string) bool { return slices.Contains(b.rootMods, m) })
+	b.logf("[modules] initramfs: %d modules %v; rootfs: %d modules, and %d for the kernel's requests", len(b.initMods), names(b.initMods), len(b.rootMods), len(b.reqMods))
 	return nil
 }
 
@@ -230,7 +256,9 @@ func (b *builder) rootfs(ctx context.Context) error {
 		KernelVersion: b.k.Version,
 		ModulesDir:    b.k.Modules,
 		Modules:       b.rootMods,
-		DepFile:       b.ix.DepFile(b.rootMods),
+		Requested:     b.reqMods,
+		Modprobe:      b.Modprobe,
+		DepFile:       b.ix.DepFile(slices.Concat(b.rootMods, b.reqMods)),
 		AliasFile:     aliases,
 		PayloadSum:    b.payloadSum,
 		Tools:         rootfs.DefaultTools,
@@ -255,7 +283,7 @@ func (b *builder) aliases() ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return kmod.FilterAliases(f, b.rootMods)
+	return kmod.FilterAliases(f, slices.Concat(b.rootMods, b.reqMods))
 }
 
 // InitramfsTree lays out the initramfs: /init, the console node the kernel opens for init's output,

@@ -59,8 +59,25 @@ var RootfsModules = []string{
 	"dm_verity",
 }
 
-// ModuleNames are the names of the modules an image built with the kernel under root ships: InitModules
-// and RootfsModules with their dependencies and softdeps, sorted. `make kernel` builds exactly these into
+// RequestModules are shipped in the root image for the kernel's own requests alone (machined/cmd/modprobe
+// answers them): they are in its modules.dep and modules.alias but not in its load list, so no boot loads
+// them. They are what a network add-on of the user's own (cluster.network.cni: none) asks the kernel
+// for, as it would on any distribution: Calico's IPIP tunnels, ipsets and their iptables matches,
+// WireGuard (Calico's, Cilium's and flannel's encryption), Geneve (Cilium, OVN), Cilium's BPF classifier
+// and its proxy's socket matches, NodeLocal DNSCache's dummy link, the macvlan and ipvlan CNI plugins.
+// Left out: SCTP (1 MB, for SCTP policies) and IPVS (Cairn's kube-proxy runs nftables or iptables).
+var RequestModules = []string{
+	"ipip", "wireguard", "geneve", "dummy", "macvlan", "ipvlan",
+	"ip_set", "ip_set_hash_ip", "ip_set_hash_net", "ip_set_hash_ipport", "ip_set_hash_ipportip",
+	"ip_set_hash_ipportnet", "ip_set_hash_netport", "ip_set_hash_netnet", "ip_set_hash_netiface",
+	"ip_set_hash_ipmark", "ip_set_list_set", "ip_set_bitmap_ip", "ip_set_bitmap_port", "xt_set",
+	"ipt_rpfilter", "ip6t_rpfilter", "xt_u32", "xt_bpf", "xt_socket", "xt_TPROXY", "xt_CT", "xt_connmark",
+	"xt_NFLOG",
+	"cls_bpf", "act_bpf", "sch_ingress",
+}
+
+// ModuleNames are the names of the modules an image built with the kernel under root ships: InitModules,
+// RootfsModules and RequestModules with their dependencies and softdeps, sorted. `make kernel` builds exactly these into
 // its kernel, from Debian's configuration, so an image built with that kernel ships no module at all.
 func ModuleNames(root string) ([]string, error) {
 	k, err := kernel.Find(root)
@@ -72,7 +89,7 @@ func ModuleNames(root string) ([]string, error) {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	for _, list := range [][]string{InitModules, RootfsModules} {
+	for _, list := range [][]string{InitModules, RootfsModules, RequestModules} {
 		paths, err := ix.Closure(list)
 		if err != nil {
 			return nil, err

@@ -29,7 +29,7 @@ func fakeKernelRoot(t *testing.T, dep map[string][]string, softdep string) strin
 		depText.WriteString(p + ": " + strings.Join(dep[p], " ") + "\n")
 		shipped[strings.TrimSuffix(filepath.Base(p), ".ko")] = true
 	}
-	for _, n := range append(slices.Clone(InitModules), RootfsModules...) {
+	for _, n := range slices.Concat(InitModules, RootfsModules, RequestModules) {
 		if !shipped[n] {
 			builtin.WriteString("kernel/" + n + ".ko\n")
 		}
@@ -71,6 +71,15 @@ func TestModuleNames(t *testing.T) {
 				"kernel/drivers/virtio/virtio_pci_modern_dev.ko": nil,
 			},
 			want: []string{"libcrc32c", "loop", "virtio_pci", "virtio_pci_modern_dev", "xfs"},
+		},
+		{
+			name: "modules for the kernel's requests, with their dependencies",
+			dep: map[string][]string{
+				"kernel/net/ipv4/ipip.ko":      {"kernel/net/ipv4/tunnel4.ko", "kernel/net/ipv4/ip_tunnel.ko"},
+				"kernel/net/ipv4/tunnel4.ko":   nil,
+				"kernel/net/ipv4/ip_tunnel.ko": nil,
+			},
+			want: []string{"ip_tunnel", "ipip", "tunnel4"},
 		},
 		{
 			name: "softdeps come along",

@@ -4,11 +4,14 @@
 //
 //	/bin /sbin /lib /lib64   symlinks into /usr
 //	/usr/sbin/machined       the agent, exec'd by init as /sbin/machined
+//	/usr/libexec/cairn/modprobe  what the kernel runs for its module requests once machined points
+//	                         it there (machined/cmd/modprobe)
 //	/usr/sbin/mkfs.xfs ...   disk tools from the build host, with their libraries in
 //	                         /usr/lib/x86_64-linux-gnu and the loader in /usr/lib64
 //	/usr/lib/modules/VERSION the shipped modules, their modules.dep and modules.builtin for kmodule,
-//	                         modules.alias (device modaliases of the shipped modules), and
-//	                         cairn.load: every shipped module in load order
+//	                         modules.alias (the shipped modules' aliases), and cairn.load: the
+//	                         modules the boot loads, in load order (the others wait for the
+//	                         kernel to ask for them)
 //	/usr/share/cairn/payload.sha256   the Kubernetes payload image's SHA-256, size and dm-verity root (api/payload)
 //	/etc                     os-release, mke2fs.conf; machined lays a writable overlay on it
 //	MountPoints              empty directories machined mounts over
@@ -18,11 +21,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/image/internal/tree"
+	"github.com/cairn-os/cairn/internal/modload"
 )
 
 // MountPoints are empty in the image: the root is read-only, so machined can only mount over
@@ -41,8 +46,10 @@ type Config struct {
 	KernelVersion string   // uname -r of the shipped kernel
 	ModulesDir    string   // host /lib/modules/VERSION
 	Modules       []string // module paths relative to ModulesDir, in load order
-	DepFile       []byte   // modules.dep for Modules
-	AliasFile     []byte   // modules.alias lines of Modules
+	Requested     []string // module paths shipped for the kernel's requests alone, not in the load list
+	Modprobe      string   // host path of the helper that answers those requests ("": none)
+	DepFile       []byte   // modules.dep for Modules and Requested
+	AliasFile     []byte   // modules.alias lines of Modules and Requested
 	PayloadSum    string   // what the payload image must be (api/payload.Record); "" for an image without Kubernetes
 	Tools         []string // host executables to ship in /usr/sbin, with their libraries
 	HostRoot      string   // "/" normally; where Tools and their libraries are looked up
@@ -67,6 +74,12 @@ func Build(c Config) (*tree.Tree, []string, error) {
 	}
 	if err := t.Copy("/usr/sbin/machined", c.Machined, 0o755); err != nil {
 		return nil, nil, err
+	}
+	// Not at the kernel's default modprobe path (/sbin/modprobe): see modload.Helper.
+	if c.Modprobe != "" {
+		if err := t.Copy(modload.Helper, c.Modprobe, 0o755); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := t.Bytes("/usr/lib/os-release", osRelease(c.Version), 0o644); err != nil {
 		return nil, nil, err
@@ -104,7 +117,7 @@ func osRelease(version string) []byte {
 
 func addModules(t *tree.Tree, c Config) error {
 	dir := "/usr/lib/modules/" + c.KernelVersion
-	for _, m := range c.Modules {
+	for _, m := range slices.Concat(c.Modules, c.Requested) {
 		if err := t.Copy(dir+"/"+m, filepath.Join(c.ModulesDir, m), 0o644); err != nil {
 			return err
 		}

@@ -43,6 +43,7 @@ func TestBuildLayout(t *testing.T) {
 		return p
 	}
 	write("modules/kernel/fs/xfs/xfs.ko")
+	write("modules/kernel/net/ipv4/ipip.ko")
 	write("modules/modules.builtin")
 	tr, notes, err := Build(Config{
 		Version:       "v0.1.0",
@@ -50,7 +51,9 @@ func TestBuildLayout(t *testing.T) {
 		KernelVersion: "6.1.0-test",
 		ModulesDir:    filepath.Join(dir, "modules"),
 		Modules:       []string{"kernel/fs/xfs/xfs.ko"},
-		DepFile:       []byte("kernel/fs/xfs/xfs.ko:\n"),
+		Requested:     []string{"kernel/net/ipv4/ipip.ko"},
+		Modprobe:      write("modprobe"),
+		DepFile:       []byte("kernel/fs/xfs/xfs.ko:\nkernel/net/ipv4/ipip.ko:\n"),
 		PayloadSum:    strings.Repeat("ab", 32),
 		HostRoot:      "/",
 	})
@@ -59,6 +62,12 @@ func TestBuildLayout(t *testing.T) {
 	}
 	if len(notes) != 0 {
 		t.Errorf("Build() notes = %v, want none with a payload", notes)
+	}
+	// The boot loads only the load list: a module shipped for the kernel's requests waits for one.
+	for _, e := range tr.Entries() {
+		if strings.HasSuffix(e.Path, "/"+LoadListName) && string(e.Data) != "kernel/fs/xfs/xfs.ko\n" {
+			t.Errorf("%s = %q, want only the load list's module", e.Path, e.Data)
+		}
 	}
 	got := listing(tr)
 	p := filepath.Join("testdata", "rootfs.golden")
