@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-os/cairn/internal/modload"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 	"github.com/cairn-os/cairn/machined/internal/sys"
 )
@@ -23,7 +24,9 @@ import (
 //     Init or Join first mounts a volume; a fresh node needs none to know it is fresh;
 //  4. everything else of the image's list, once the node has read its lock (background), on a thread
 //     at the lowest priority so the API's first answers do not wait for it, raised to the normal one
-//     when a mount waits for the filesystems; the workload waits for all of it (all).
+//     when a mount waits for the filesystems; the workload waits for all of it (all);
+//  5. then the kernel's own requests (a network add-on's tunnel, ipset or classifier): they go to the
+//     image's helper (modload.Helper) from then on.
 type bootModules struct {
 	log         *slog.Logger
 	loader      modules.Loader
@@ -39,6 +42,10 @@ type bootModules struct {
 	bg      sync.Once
 	bgTID   atomic.Int64 // the background thread while it loads at low priority, 0 otherwise
 	urgent  atomic.Bool  // a mount asked for the filesystems: the background loads at normal priority
+
+	// modprobeSysctl is the kernel's modprobe path (/proc/sys/kernel/modprobe), where the background
+	// load writes modload.Helper once it is done; "" leaves it alone (sandbox mode, tests).
+	modprobeSysctl string
 }
 
 // newBootModules reads the module metadata of the image in dir (/lib/modules/RELEASE); sysRoot and
@@ -165,8 +172,19 @@ func (b *bootModules) background() {
 				b.log.Warn("modules", "set", "remaining", "error", err)
 			}
 			b.log.Info("modules loaded", "set", "remaining", "count", n, "took", time.Since(start).Round(time.Millisecond))
+			b.answerRequests()
 		}()
 	})
+}
+
+// answerRequests points the kernel's module requests at modload.Helper.
+func (b *bootModules) answerRequests() {
+	if b.modprobeSysctl == "" {
+		return
+	}
+	if err := os.WriteFile(b.modprobeSysctl, []byte(modload.Helper+"\n"), 0o644); err != nil {
+		b.log.Warn("modules: the kernel's module requests stay unanswered", "error", err)
+	}
 }
 
 // softWatchdog loads the kernel's software watchdog; the hardware watchdog's code calls it when the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cairn-os/cairn/internal/modload"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 )
 
@@ -121,9 +122,14 @@ func TestBootModulesPhases(t *testing.T) {
 		t.Fatal("all modules reported loaded before the background load")
 	default:
 	}
+	b.modprobeSysctl = filepath.Join(t.TempDir(), "modprobe")
 	b.background()
 	b.background()
 	<-b.all
+	// Only now does the kernel ask the image's helper for what it lacks.
+	if got, err := os.ReadFile(b.modprobeSysctl); err != nil || string(got) != modload.Helper+"\n" {
+		t.Errorf("kernel's modprobe path after the background load = %q, %v; want %s", got, err, modload.Helper)
+	}
 	// The rest: what no device needed, once each; not the software watchdog, which would take
 	// /dev/watchdog before a hardware one.
 	if diff := cmp.Diff([]string{"e1000", "nvme", "sd_mod", "bridge"}, k.take()); diff != "" {

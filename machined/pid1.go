@@ -59,6 +59,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	memoryAccountingAtStart(log)
 	sys.CtrlAltDelSignals() // ctrl-alt-del becomes SIGINT: a clean reboot
 	mods := newBootModules(log, modules.Loader{File: func(path string) error { return modload.Load(path, "") }}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
+	mods.modprobeSysctl = "/proc/sys/kernel/modprobe"
 	// The disk controllers' drivers load beside the rest: they wait for their links, DHCP for its server.
 	mods.startDisks()
 	mods.buses()
