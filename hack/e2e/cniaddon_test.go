@@ -5,6 +5,7 @@ package e2e
 import (
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 var addonSubnet = netip.MustParsePrefix("172.30.99.0/24")
 
 // checkAddonCNI installs a network add-on's CNI plugin on node i as Calico's or Cilium's installer
-// does (a privileged host-network pod writes the plugin into /opt/cni/bin and its config into
+// does, after making an IPIP link and an ipset as Calico's agent does, whose modules the kernel loads on
+// request through the node's /sbin/modprobe (the installer fails without them) (a privileged host-network pod writes the plugin into /opt/cni/bin and its config into
 // /etc/cni/net.d through hostPath volumes; /opt is read-only in Cairn's root image and EPHEMERAL's
 // /var/opt on a node) and checks that containerd runs it for the next pod. The add-on's network config
 // sorts before Cairn's, so new pods on that node get its network: this runs last on a cluster. The probe
@@ -54,6 +56,18 @@ func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {
 	}
 	apply(installer)
 	t.Logf("installer: %s", kubectl(t, kc, "-n", "kube-system", "logs", installer.Name))
+	// The node's kernel log says what the kernel's module requests loaded, and for what.
+	dmesg := mustCtl(t, time.Minute, append(c.mtls(i), "dmesg")...)
+	for _, want := range []string{"modprobe rtnl-link-ipip: loaded", "modprobe ip_set_hash:ip: loaded"} {
+		if !strings.Contains(dmesg, want) {
+			t.Errorf("cairnctl dmesg has no %q line", want)
+		}
+	}
+	for _, l := range strings.Split(dmesg, "\n") {
+		if strings.Contains(l, "modprobe ") {
+			t.Logf("dmesg: %s", l)
+		}
+	}
 
 	probe := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},

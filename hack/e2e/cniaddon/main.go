@@ -4,15 +4,23 @@
 // network config that names it and sorts before Cairn's. Run as that plugin (containerd sets
 // CNI_COMMAND), it hands the request to the bridge plugin on CNI_PATH, so a pod on its network gets an
 // address of Subnet: proof that containerd found the plugin in /opt/cni/bin.
+//
+// Before it installs, it makes what Calico's agent makes in the host's network namespace, an IPIP link
+// and an ipset, and removes them again: the kernel loads their modules on request (the node's
+// /sbin/modprobe), as on any distribution, or the installer fails.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -27,6 +35,11 @@ func main() {
 		plugin()
 		return
 	}
+	if err := datapath(); err != nil {
+		fmt.Fprintln(os.Stderr, "cniaddon:", err)
+		os.Exit(1)
+	}
+	fmt.Println("made an IPIP link and a hash:ip ipset, and removed them")
 	if err := install(); err != nil {
 		fmt.Fprintln(os.Stderr, "cniaddon:", err)
 		os.Exit(1)
@@ -35,6 +48,26 @@ func main() {
 	for {
 		time.Sleep(time.Hour) // a DaemonSet's installer stays up
 	}
+}
+
+// datapath makes an IPIP link (the kernel asks for "rtnl-link-ipip") and a hash:ip ipset (it asks for
+// "nfnetlink-subsys-6", then "ip_set_hash:ip"), then removes both.
+func datapath() error {
+	link := &netlink.Iptun{LinkAttrs: netlink.LinkAttrs{Name: "e2eipip0"}, Local: net.IPv4(192, 0, 2, 1), Remote: net.IPv4(192, 0, 2, 2)}
+	if err := netlink.LinkAdd(link); err != nil {
+		return fmt.Errorf("make IPIP link %s: %w", link.Name, err)
+	}
+	if err := netlink.LinkDel(link); err != nil {
+		return fmt.Errorf("remove IPIP link %s: %w", link.Name, err)
+	}
+	const set = "cairn-e2e"
+	if err := netlink.IpsetCreate(set, "hash:ip", netlink.IpsetCreateOptions{Family: unix.AF_INET}); err != nil {
+		return fmt.Errorf("make hash:ip ipset %s: %w", set, err)
+	}
+	if err := netlink.IpsetDestroy(set); err != nil {
+		return fmt.Errorf("remove ipset %s: %w", set, err)
+	}
+	return nil
 }
 
 // plugin runs the bridge plugin in this process's place, with the same environment and stdin.
