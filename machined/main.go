@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+
+	"github.com/cairn-os/cairn/machined/internal/modprobe"
 )
 
 // Set at build time with -ldflags -X.
@@ -18,6 +21,10 @@ var (
 )
 
 func main() {
+	// The kernel runs machined by the name modprobe (the root image's link) for its module requests.
+	if filepath.Base(os.Args[0]) == modprobe.Name {
+		os.Exit(modprobe.Main(os.Args[1:]))
+	}
 	tuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

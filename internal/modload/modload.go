@@ -10,11 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Helper is where the root image has the program that answers the kernel's module requests
-// (machined/cmd/modprobe). It is not at the kernel's default modprobe path, /sbin/modprobe: machined points
-// the kernel at it once the boot's own modules are loaded. Until then every request would start a program
-// on the path to the API's first answer (mounting the BPF filesystem asks for bpf_preload, which no image
-// has), and what the boot needs it loads itself.
+// Helper is where the root image has the program that answers the kernel's module requests: a link to
+// machined, which is machined/internal/modprobe by that name. It is not at the kernel's default modprobe
+// path, /sbin/modprobe: machined points the kernel at it once the boot's own modules are loaded. Until
+// then every request would start a program on the path to the API's first answer (mounting the BPF
+// filesystem asks for bpf_preload, which no image has), and what the boot needs it loads itself.
 const Helper = "/usr/libexec/cairn/modprobe"
 
 // Load loads the kernel module in the file at path with params, without its dependencies.

@@ -31,7 +31,6 @@ type Config struct {
 	Out       string // output directory, _out
 	Machined  string // the machined binary, _out/machined
 	Init      string // a prebuilt init binary; empty builds ./init into Out/init
-	Modprobe  string // a prebuilt machined/cmd/modprobe; empty builds it into Out/modprobe
 	BundleDir string // _out/bundle; absent means no Kubernetes
 	// PayloadImage is a payload image made by another build, used instead of packing BundleDir: an image
 	// that differs from that build only in its boot part (version, machined) is built in seconds.
@@ -54,13 +53,10 @@ type Config struct {
 
 // Artifact names inside Out.
 const (
-	Vmlinuz = "vmlinuz"
-	Vmlinux = "vmlinux"
-	InitBin = "init"
-	// ModprobeBin answers the kernel's module requests on a node (machined/cmd/modprobe): the root
-	// image's /usr/libexec/cairn/modprobe.
-	ModprobeBin = "modprobe"
-	RootImage   = "rootfs.squashfs"
+	Vmlinuz   = "vmlinuz"
+	Vmlinux   = "vmlinux"
+	InitBin   = "init"
+	RootImage = "rootfs.squashfs"
 	// Payload is the Kubernetes payload's tree and PayloadImage its packed image (api/payload).
 	Payload      = "payload"
 	PayloadImage = "payload.squashfs"
@@ -108,7 +104,6 @@ func Run(ctx context.Context, c Config) error {
 	}{
 		{"kernel", b.kernel, always},
 		{"init", b.init, always},
-		{"modprobe", b.modprobe, always},
 		{"modules", b.modules, always},
 		{"payload", b.payload, always},
 		{"rootfs", b.rootfs, always},
@@ -132,7 +127,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, ModprobeBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -184,33 +179,19 @@ func (b *builder) kernel(ctx context.Context) error {
 	return writeFile(b.out(Vmlinux), vmlinux, b.Epoch)
 }
 
-// init builds the static init binary unless one was given.
+// init builds the static init binary unless one was given. -trimpath and an empty build ID keep it
+// byte-identical across builds and checkouts.
 func (b *builder) init(ctx context.Context) error {
-	if b.Init == "" {
-		b.Init = b.out(InitBin)
-		return b.goBuild(ctx, b.Init, "./init")
+	if b.Init != "" {
+		return nil
 	}
-	return nil
-}
-
-// modprobe builds the module-request helper unless one was given.
-func (b *builder) modprobe(ctx context.Context) error {
-	if b.Modprobe == "" {
-		b.Modprobe = b.out(ModprobeBin)
-		return b.goBuild(ctx, b.Modprobe, "./machined/cmd/modprobe")
-	}
-	return nil
-}
-
-// goBuild builds a static binary of the image. -trimpath and an empty build ID keep it byte-identical
-// across builds and checkouts.
-func (b *builder) goBuild(ctx context.Context, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", out, pkg)
+	b.Init = b.out(InitBin)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", b.Init, "./init")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w: %s", pkg, err, msg)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./init: %w: %s", err, out)
 	}
-	return os.Chtimes(out, time.Unix(b.Epoch, 0), time.Unix(b.Epoch, 0))
+	return os.Chtimes(b.Init, time.Unix(b.Epoch, 0), time.Unix(b.Epoch, 0))
 }
 
 func (b *builder) modules(context.Context) error {
@@ -257,7 +238,6 @@ func (b *builder) rootfs(ctx context.Context) error {
 		ModulesDir:    b.k.Modules,
 		Modules:       b.rootMods,
 		Requested:     b.reqMods,
-		Modprobe:      b.Modprobe,
 		DepFile:       b.ix.DepFile(slices.Concat(b.rootMods, b.reqMods)),
 		AliasFile:     aliases,
 		PayloadSum:    b.payloadSum,

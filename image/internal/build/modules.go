@@ -59,9 +59,9 @@ var RootfsModules = []string{
 	"dm_verity",
 }
 
-// RequestModules are shipped in the root image for the kernel's own requests alone (machined/cmd/modprobe
-// answers them): they are in its modules.dep and modules.alias but not in its load list, so no boot loads
-// them. They are what a network add-on of the user's own (cluster.network.cni: none) asks the kernel
+// RequestModules are shipped in the root image for the kernel's own requests alone (machined's modprobe
+// answers them): they are in its modules.dep and modules.alias but not in its load list, so no boot
+// loads them. They are what a network add-on of the user's own (cluster.network.cni: none) asks the kernel
 // for, as it would on any distribution: Calico's IPIP tunnels, ipsets and their iptables matches,
 // WireGuard (Calico's, Cilium's and flannel's encryption), Geneve (Cilium, OVN), Cilium's BPF classifier
 // and its proxy's socket matches, NodeLocal DNSCache's dummy link, the macvlan and ipvlan CNI plugins.

@@ -4,8 +4,8 @@
 //
 //	/bin /sbin /lib /lib64   symlinks into /usr
 //	/usr/sbin/machined       the agent, exec'd by init as /sbin/machined
-//	/usr/libexec/cairn/modprobe  what the kernel runs for its module requests once machined points
-//	                         it there (machined/cmd/modprobe)
+//	/usr/libexec/cairn/modprobe  a link to machined, which answers the kernel's module requests by
+//	                         that name (machined/internal/modprobe)
 //	/usr/sbin/mkfs.xfs ...   disk tools from the build host, with their libraries in
 //	                         /usr/lib/x86_64-linux-gnu and the loader in /usr/lib64
 //	/usr/lib/modules/VERSION the shipped modules, their modules.dep and modules.builtin for kmodule,
@@ -47,7 +47,6 @@ type Config struct {
 	ModulesDir    string   // host /lib/modules/VERSION
 	Modules       []string // module paths relative to ModulesDir, in load order
 	Requested     []string // module paths shipped for the kernel's requests alone, not in the load list
-	Modprobe      string   // host path of the helper that answers those requests ("": none)
 	DepFile       []byte   // modules.dep for Modules and Requested
 	AliasFile     []byte   // modules.alias lines of Modules and Requested
 	PayloadSum    string   // what the payload image must be (api/payload.Record); "" for an image without Kubernetes
@@ -76,10 +75,8 @@ func Build(c Config) (*tree.Tree, []string, error) {
 		return nil, nil, err
 	}
 	// Not at the kernel's default modprobe path (/sbin/modprobe): see modload.Helper.
-	if c.Modprobe != "" {
-		if err := t.Copy(modload.Helper, c.Modprobe, 0o755); err != nil {
-			return nil, nil, err
-		}
+	if err := t.Link(modload.Helper, "../../sbin/machined"); err != nil {
+		return nil, nil, err
 	}
 	if err := t.Bytes("/usr/lib/os-release", osRelease(c.Version), 0o644); err != nil {
 		return nil, nil, err

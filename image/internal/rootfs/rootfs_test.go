@@ -52,7 +52,6 @@ func TestBuildLayout(t *testing.T) {
 		ModulesDir:    filepath.Join(dir, "modules"),
 		Modules:       []string{"kernel/fs/xfs/xfs.ko"},
 		Requested:     []string{"kernel/net/ipv4/ipip.ko"},
-		Modprobe:      write("modprobe"),
 		DepFile:       []byte("kernel/fs/xfs/xfs.ko:\nkernel/net/ipv4/ipip.ko:\n"),
 		PayloadSum:    strings.Repeat("ab", 32),
 		HostRoot:      "/",

@@ -1,4 +1,4 @@
-package main
+package modprobe
 
 import (
 	"bytes"

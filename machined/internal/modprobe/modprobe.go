@@ -1,16 +1,18 @@
-// Command modprobe answers the kernel's requests for modules on a Cairn node. It is the root image's
-// /usr/libexec/cairn/modprobe (modload.Helper), which machined makes the kernel's modprobe path once the
-// boot's own modules are loaded. The kernel runs it as "modprobe -q -- NAME" when something asks for
-// what no loaded module provides: a network add-on making an IPIP or WireGuard link ("rtnl-link-ipip"), an ipset
-// ("nfnetlink-subsys-6", then "ip_set_hash:ip"), an iptables match ("ipt_u32"), a tc classifier
-// ("cls_bpf"). It loads the image's module of that name, or every module whose modules.alias pattern
-// matches it, dependencies first, and writes what it loaded to the kernel log (cairnctl dmesg).
+// Package modprobe answers the kernel's requests for modules on a Cairn node. The root image's
+// /usr/libexec/cairn/modprobe (modload.Helper) is a link to machined, which runs Main when it is called
+// by that name; machined makes it the kernel's modprobe path once the boot's own modules are loaded. The
+// kernel runs it as "modprobe -q -- NAME" when something asks for what no loaded module provides: a
+// network add-on making an IPIP or WireGuard link ("rtnl-link-ipip"), an ipset ("nfnetlink-subsys-6",
+// then "ip_set_hash:ip"), an iptables match ("ipt_u32"), a tc classifier ("cls_bpf"). It loads the
+// image's module of that name, or every module whose modules.alias pattern matches it, dependencies
+// first, and writes what it loaded to the kernel log (cairnctl dmesg).
 //
 // It is not kmod's modprobe: there is no removal, no configuration directory and no module options,
-// because nothing on a node runs it but the kernel. It is its own small binary rather than a mode of
-// machined so that each request, under emulation too, costs a small program's start and not machined's
-// package initialisation.
-package main
+// because nothing on a node runs it but the kernel. It is a name of machined rather than a binary of its
+// own because the download pays for a binary (about 1 MiB compressed), while a request, which comes only
+// once an add-on sets up its datapath, pays machined's package initialisation (18 ms natively, about half
+// a second of an emulated vCPU), its pages mostly in memory already as machined's.
+package modprobe
 
 import (
 	"fmt"
@@ -41,7 +43,11 @@ type system struct {
 	stderr  io.Writer
 }
 
-func main() {
+// Name is the program name (argv[0]'s last element) by which machined is modprobe.
+const Name = "modprobe"
+
+// Main handles one request of the kernel's (args without the program name) and returns the exit status.
+func Main(args []string) int {
 	release, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	s := system{
 		dir: filepath.Join("/lib/modules", strings.TrimSpace(string(release))),
@@ -53,7 +59,7 @@ func main() {
 		kernlog: kernelLog,
 		stderr:  os.Stderr,
 	}
-	os.Exit(run(os.Args[1:], s))
+	return run(args, s)
 }
 
 // run handles one invocation and returns the exit status: 0 when every NAME is provided (loaded now,
