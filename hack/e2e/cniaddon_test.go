@@ -55,7 +55,10 @@ func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {
 		kubectl(t, kc, "-n", p.Namespace, "wait", "--for=condition=Ready", "pod/"+p.Name, "--timeout=5m")
 	}
 	apply(installer)
-	t.Logf("installer: %s", kubectl(t, kc, "-n", "kube-system", "logs", installer.Name))
+	// Ready is its start: it has made its links and sets, and installed, once it says so (a failure
+	// restarts it, and its log says what the kernel refused).
+	waitKubectl(t, kc, 2*time.Minute, func(out string) bool { return strings.Contains(out, "installed cairn-e2e-net") },
+		"-n", "kube-system", "logs", installer.Name)
 	// The node's kernel log says what the kernel's module requests loaded, and for what.
 	dmesg := mustCtl(t, time.Minute, append(c.mtls(i), "dmesg")...)
 	for _, want := range []string{"modprobe rtnl-link-ipip: loaded", "modprobe ip_set_hash:ip: loaded"} {
