@@ -15,7 +15,8 @@
 #   1. Debian's configuration of the installed kernel (linux-image-amd64), so every option Debian turns on
 #      for a general machine stays as it is;
 #   2. the kernel's own streamline_config.pl turns off every module the image does not ship (the list is
-#      mkimage -list-modules: InitModules and RootfsModules with their dependencies and softdeps);
+#      mkimage -list-modules: InitModules, RootfsModules and RequestModules with their dependencies and
+#      softdeps);
 #   3. what remains as a module is built in;
 #   4. every option kernel-config/cairn.config lists is turned on (built in);
 #   5. no debug information, and no module signing key from Debian's build (none is loaded);
