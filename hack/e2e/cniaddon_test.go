@@ -18,10 +18,11 @@ import (
 var addonSubnet = netip.MustParsePrefix("172.30.99.0/24")
 
 // checkAddonCNI installs a network add-on's CNI plugin on node i as Calico's or Cilium's installer
-// does, after making an IPIP link and an ipset as Calico's agent does, whose modules the kernel loads on
-// request through the node's /sbin/modprobe (the installer fails without them) (a privileged host-network pod writes the plugin into /opt/cni/bin and its config into
+// does (a privileged host-network pod writes the plugin into /opt/cni/bin and its config into
 // /etc/cni/net.d through hostPath volumes; /opt is read-only in Cairn's root image and EPHEMERAL's
-// /var/opt on a node) and checks that containerd runs it for the next pod. The add-on's network config
+// /var/opt on a node) and checks that containerd runs it for the next pod. Before it installs, the
+// installer makes an IPIP link and an ipset as Calico's agent does: the kernel loads their modules on
+// request through the node's modprobe, and the installer fails without them. The add-on's network config
 // sorts before Cairn's, so new pods on that node get its network: this runs last on a cluster. The probe
 // pod runs hello, which importHello brought in earlier.
 func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {

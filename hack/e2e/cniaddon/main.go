@@ -6,8 +6,8 @@
 // address of Subnet: proof that containerd found the plugin in /opt/cni/bin.
 //
 // Before it installs, it makes what Calico's agent makes in the host's network namespace, an IPIP link
-// and an ipset, and removes them again: the kernel loads their modules on request (the node's
-// /sbin/modprobe), as on any distribution, or the installer fails.
+// and an ipset, and removes them again: the kernel loads their modules on request (the node's modprobe,
+// machined by that name), as on any distribution, or the installer fails.
 package main
 
 import (

@@ -94,10 +94,11 @@ func run(args []string, s system) int {
 		s.report(3, fmt.Sprintf("modprobe %s: the image's module index: %v", strings.Join(names, " "), err))
 		return 1
 	}
-	builtin, _ := os.ReadFile(filepath.Join(s.dir, modules.BuiltinName))
+	list, _ := os.ReadFile(filepath.Join(s.dir, modules.BuiltinName))
+	builtin := modules.ParseBuiltin(list)
 	status := 0
 	for _, name := range names {
-		if !s.request(x, modules.ParseBuiltin(builtin), name, quiet) {
+		if !s.request(x, builtin, name, quiet) {
 			status = 1
 		}
 	}
