@@ -69,7 +69,7 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		{[]string{bin("kube"), "kube-proxy", "--version"}, nil, "Kubernetes " + v.Kubernetes},
 		{[]string{bin("kubectl"), "version", "--client"}, nil, "Client Version: " + v.Kubernetes},
 		{[]string{bin("kube"), "coredns", "-version"}, nil, "CoreDNS-" + strings.TrimPrefix(v.CoreDNS, "v")},
-		{[]string{bin("flanneld"), "--version"}, nil, v.Flannel},
+		{[]string{bin("kube"), "flanneld", "--version"}, nil, v.Flannel},
 		{[]string{bin("etcd"), "--version"}, nil, "etcd Version: " + strings.TrimPrefix(v.Etcd, "v")},
 		{[]string{bin("containerd"), "--version"}, nil, "containerd github.com/containerd/containerd/v2 " + v.Containerd},
 		{[]string{bin("containerd-shim-runc-v2"), "-v"}, nil, "Version:  " + v.Containerd},
@@ -102,7 +102,7 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		t.Errorf("bin/containerd-shim-runc-v2 is not a file of its own (%v)", err)
 	}
 	// Static: the node's root has no libc.
-	for _, name := range []string{"kube", "etcd", "flanneld", "pause", "cairn-mount", "cairn-kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+	for _, name := range []string{"kube", "etcd", "pause", "cairn-mount", "cairn-kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
 		if out, err := exec.Command("ldd", bin(name)).CombinedOutput(); err == nil && !strings.Contains(string(out), "statically linked") {
 			t.Errorf("%s is dynamically linked: %s", name, out)
 		}

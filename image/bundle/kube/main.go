@@ -1,9 +1,10 @@
 // Command kube is one multi-call binary holding kubelet, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS
-// (coredns.go). Sharing one binary cuts the bundle to about a third of
-// separate ones, and lets the Kubernetes and CoreDNS images share a single
-// layer. CoreDNS links the same Kubernetes client libraries the components
-// do, so it adds a sixth of its own size (see image/bundle/README.md).
+// kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS (coredns.go)
+// and flannel's flanneld (flanneld/). Sharing one binary cuts the bundle to
+// about a third of separate ones, and lets the Kubernetes, CoreDNS and
+// flannel images share a single layer. CoreDNS and flannel link the same
+// Kubernetes client libraries the components do, so CoreDNS adds a sixth of
+// its own size and flannel a sixtieth (see image/bundle/README.md).
 //
 // kubectl is not in it (see kubectl/): every process of a multi-call binary
 // runs the package initialisation of all of them, and kubectl's was the
@@ -33,6 +34,7 @@ import (
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
 	"github.com/cairn-os/cairn/image/bundle/kube/dispatch"
+	"github.com/cairn-os/cairn/image/bundle/kube/flanneld"
 )
 
 var components = map[string]func() int{
@@ -44,6 +46,7 @@ var components = map[string]func() int{
 	"kube-proxy":     func() int { return cli.Run(proxy.NewProxyCommand()) },
 	"kubelet":        func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
 	"coredns":        runCoreDNS,
+	"flanneld":       flanneld.Main,
 }
 
 func main() {

@@ -128,11 +128,9 @@ func build(ctx context.Context, c buildConfig) error {
 func describe(s steps.Step, v versions.Versions) string {
 	switch s.Name {
 	case "kube":
-		return "Kubernetes " + v.Kubernetes + " and CoreDNS " + v.CoreDNS + " multi-call binary (a cold build takes minutes)"
+		return "Kubernetes " + v.Kubernetes + ", CoreDNS " + v.CoreDNS + " and flanneld " + v.Flannel + " multi-call binary (a cold build takes minutes)"
 	case "etcd":
 		return "etcd " + v.Etcd
-	case "flannel":
-		return "flanneld " + v.Flannel + " (static, cgo for its udp backend)"
 	case "hosttools":
 		return "stage nft and iptables with their libraries for the kube-proxy and flannel images"
 	case "containerd":
@@ -211,13 +209,13 @@ func report(out string, outputs []string, written []images.Written) {
 }
 
 // checkPins refuses to build when a wrapper's go.mod (kube/, etcd/,
-// flannel/, containerd/) drifted from versions.env: the binaries would not be the
+// containerd/) drifted from versions.env: the binaries would not be the
 // versions the images claim.
 func checkPins(src string, v versions.Versions) error {
 	for _, w := range []struct {
 		dir   string
 		check func([]byte, versions.Versions) error
-	}{{"kube", pin.CheckKube}, {"etcd", pin.CheckEtcd}, {"flannel", pin.CheckFlannel}, {"containerd", pin.CheckContainerd}} {
+	}{{"kube", pin.CheckKube}, {"etcd", pin.CheckEtcd}, {"containerd", pin.CheckContainerd}} {
 		gomod, err := os.ReadFile(filepath.Join(src, w.dir, "go.mod"))
 		if err != nil {
 			return fmt.Errorf("read %s wrapper module: %w", w.dir, err)

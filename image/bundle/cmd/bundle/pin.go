@@ -40,9 +40,8 @@ func pinModules(ctx context.Context, src, versionsPath string) error {
 		gomod  []byte
 		pinned string
 	}{
-		{"kube", kube, "k8s.io/kubernetes " + v.Kubernetes + ", github.com/coredns/coredns " + v.CoreDNS},
+		{"kube", kube, pin.Kubernetes + " " + v.Kubernetes + ", " + pin.CoreDNS + " " + v.CoreDNS + ", " + pin.Flannel + " " + v.Flannel},
 		{"etcd", pin.RenderEtcd(v), "go.etcd.io/etcd/server/v3 and etcdutl/v3 " + v.Etcd},
-		{"flannel", pin.RenderFlannel(v), pin.Flannel + " " + v.Flannel},
 		{"containerd", pin.RenderContainerd(v), pin.Containerd + " " + v.Containerd},
 	} {
 		dir := filepath.Join(src, m.dir)
@@ -57,8 +56,8 @@ func pinModules(ctx context.Context, src, versionsPath string) error {
 	return pinKubernetes(ctx, filepath.Join(src, "kube"), k8sGoMod)
 }
 
-// pinKubernetes keeps CoreDNS from raising a dependency of Kubernetes in the
-// tidied kube wrapper (pin.PinKubernetes), and tidies again.
+// pinKubernetes keeps CoreDNS and flannel from raising a dependency of
+// Kubernetes in the tidied kube wrapper (pin.PinKubernetes), and tidies again.
 func pinKubernetes(ctx context.Context, dir string, k8sGoMod []byte) error {
 	path := filepath.Join(dir, "go.mod")
 	gomod, err := os.ReadFile(path)
@@ -90,14 +89,14 @@ func pinKubernetes(ctx context.Context, dir string, k8sGoMod []byte) error {
 	if err := os.WriteFile(path, pinned, 0o644); err != nil {
 		return fmt.Errorf("write kube/go.mod: %w", err)
 	}
-	progress("pin: kube/go.mod keeps Kubernetes' versions of %d modules CoreDNS requires newer; running go mod tidy", n)
+	progress("pin: kube/go.mod keeps Kubernetes' versions of %d modules CoreDNS or flannel requires newer; running go mod tidy", n)
 	_, err = run(ctx, "kube tidy", dir, nil, "go", "mod", "tidy")
 	return err
 }
 
 // kubernetesModules returns the modules of every package the Kubernetes
 // components of the kube binary link: the dependencies of what its main
-// package imports, CoreDNS's packages left out.
+// package imports, CoreDNS's packages and flanneld's left out.
 func kubernetesModules(ctx context.Context, dir string) (map[string]bool, error) {
 	b, err := output(ctx, dir, "go", "list", "-f", `{{join .Imports "\n"}}`, ".")
 	if err != nil {
@@ -105,7 +104,7 @@ func kubernetesModules(ctx context.Context, dir string) (map[string]bool, error)
 	}
 	var pkgs []string
 	for _, p := range strings.Fields(string(b)) {
-		if !strings.HasPrefix(p, "github.com/coredns/") {
+		if !strings.HasPrefix(p, "github.com/coredns/") && p != pin.Flanneld {
 			pkgs = append(pkgs, p)
 		}
 	}

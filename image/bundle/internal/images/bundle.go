@@ -7,16 +7,16 @@ import (
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
 )
 
-// Binaries are the programs the images carry, by name (kube, etcd,
-// flanneld, pause, cairn-mount, cairn-kube-proxy).
+// Binaries are the programs the images carry, by name (kube, etcd, pause,
+// cairn-mount, cairn-kube-proxy).
 type Binaries map[string][]byte
 
 // BinaryNames are the entries Binaries must hold: files of the bundle's bin/.
-var BinaryNames = []string{"kube", "etcd", "flanneld", "pause", "cairn-mount", "cairn-kube-proxy"}
+var BinaryNames = []string{"kube", "etcd", "pause", "cairn-mount", "cairn-kube-proxy"}
 
 // KubeComponents are the names the multi-call kube binary answers to; each
 // gets a symlink in the shared layer.
-var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "coredns"}
+var KubeComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "coredns", "flanneld"}
 
 const binDir = "usr/local/bin"
 
@@ -41,9 +41,9 @@ func baseFiles() []File {
 
 // Bundle returns every image of the bundle, named exactly as Kubernetes and
 // containerd ask for them so no configuration needs an override. The
-// Kubernetes images, the kubelet image and the CoreDNS image share the base
-// layer and the layer holding the multi-call binary, so containerd stores it
-// once.
+// Kubernetes images, the kubelet image, the CoreDNS image and the flannel
+// image share the base layer and the layer holding the multi-call binary, so
+// containerd stores it once.
 // netfilter is the staged tree of nft and iptables with their libraries
 // (image/cmd/hosttools, read with DirFiles): one layer that the kube-proxy
 // and flannel images share.
@@ -106,8 +106,9 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 	if err != nil {
 		return nil, fmt.Errorf("coredns layer: %w", err)
 	}
-	// Where upstream's flannel image has it (its DaemonSet runs /opt/bin/flanneld).
-	flannel, err := Layer([]File{{Path: "opt/bin/flanneld", Mode: 0o755, Data: bins["flanneld"]}})
+	// Where upstream's flannel image has it (its DaemonSet runs
+	// /opt/bin/flanneld): a link into the kube layer.
+	flannel, err := Layer([]File{{Path: "opt/bin/flanneld", Mode: fs.ModeSymlink, Linkname: "/" + binDir + "/flanneld"}})
 	if err != nil {
 		return nil, fmt.Errorf("flannel layer: %w", err)
 	}
@@ -161,7 +162,7 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 			// Not flannel's own image name: this image is built here and,
 			// unlike upstream's, carries no flannel CNI plugin.
 			Name:       "cairn.local/flannel:" + v.Flannel,
-			Layers:     []LayerSpec{baseL, nfL, {flannel, "flanneld " + v.Flannel}},
+			Layers:     []LayerSpec{baseL, kubeL, nfL, {flannel, "/opt/bin/flanneld, flanneld " + v.Flannel + " in the kube binary"}},
 			Entrypoint: []string{"/opt/bin/flanneld"},
 			Env:        defaultEnv,
 		},

@@ -198,7 +198,7 @@ func TestImageConfigs(t *testing.T) {
 		"registry.k8s.io/kube-scheduler:v1.37.2":          {[]string{"/usr/local/bin/kube-scheduler"}, "", 2},
 		"registry.k8s.io/kube-proxy:v1.37.2":              {[]string{"/usr/local/bin/kube-proxy"}, "", 4},
 		"registry.k8s.io/coredns/coredns:v1.15.0":         {[]string{"/coredns"}, "65532:65532", 3},
-		"cairn.local/flannel:v0.28.10":                    {[]string{"/opt/bin/flanneld"}, "", 3},
+		"cairn.local/flannel:v0.28.10":                    {[]string{"/opt/bin/flanneld"}, "", 4},
 		"cairn.local/kubelet:v1.37.2":                     {[]string{"/usr/local/bin/kubelet"}, "", 3},
 		"registry.k8s.io/etcd:3.6.16-0":                   {[]string{"/usr/local/bin/etcd"}, "", 2},
 		"registry.k8s.io/pause:3.10.2":                    {[]string{"/pause"}, "65535:65535", 1},
@@ -297,9 +297,9 @@ func untar(t *testing.T, archive []byte, dir string) map[string]int {
 
 func TestBundleRejectsMissingInputs(t *testing.T) {
 	bins := fakeBinaries()
-	delete(bins, "flanneld")
-	if _, err := Bundle(v, bins, fakeNetfilter()); err == nil || !strings.Contains(err.Error(), "flannel") {
-		t.Errorf("Bundle() without flanneld error = %v, want it named", err)
+	delete(bins, "etcd")
+	if _, err := Bundle(v, bins, fakeNetfilter()); err == nil || !strings.Contains(err.Error(), "etcd") {
+		t.Errorf("Bundle() without etcd error = %v, want it named", err)
 	}
 	if _, err := Bundle(v, fakeBinaries(), nil); err == nil || !strings.Contains(err.Error(), "netfilter") {
 		t.Errorf("Bundle() without netfilter tools error = %v, want it named", err)
@@ -391,11 +391,19 @@ func TestNetfilterImages(t *testing.T) {
 		t.Errorf("netfilter layers = %v, want one shared by kube-proxy and flannel", digests)
 	}
 	files := layerEntries(t, byName(t, imgs, "cairn.local/flannel:v0.28.10"))
-	if h := files["opt/bin/flanneld"]; h == nil || h.Mode != 0o755 {
-		t.Errorf("flannel image /opt/bin/flanneld = %+v, want an executable", h)
+	// flanneld is the kube binary's: upstream's path links to the kube
+	// layer's link, which names the component.
+	if h := files["opt/bin/flanneld"]; h == nil || h.Linkname != "/usr/local/bin/flanneld" {
+		t.Errorf("flannel image /opt/bin/flanneld = %+v, want a link to /usr/local/bin/flanneld", h)
 	}
-	if h := files["usr/local/bin/kube-proxy"]; h != nil {
-		t.Errorf("flannel image carries kube-proxy")
+	if h := files["usr/local/bin/flanneld"]; h == nil || h.Linkname != "kube" {
+		t.Errorf("flannel image /usr/local/bin/flanneld = %+v, want a link to kube", h)
+	}
+	if h := files["usr/local/bin/kube"]; h == nil || h.Typeflag != tar.TypeReg {
+		t.Errorf("flannel image /usr/local/bin/kube = %+v, want the kube binary", h)
+	}
+	if h := files["usr/local/bin/cairn-kube-proxy"]; h != nil {
+		t.Errorf("flannel image carries kube-proxy's launcher")
 	}
 	proxy := layerEntries(t, byName(t, imgs, "registry.k8s.io/kube-proxy:v1.37.2"))
 	// Its kube-proxy is the launcher (the last layer's link wins over the kube

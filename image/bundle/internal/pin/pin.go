@@ -17,12 +17,14 @@ import (
 )
 
 const (
-	// KubeModule, EtcdModule, FlannelModule and ContainerdModule are the
-	// wrapper modules' paths.
+	// KubeModule, EtcdModule and ContainerdModule are the wrapper modules'
+	// paths.
 	KubeModule       = "github.com/cairn-os/cairn/image/bundle/kube"
 	EtcdModule       = "github.com/cairn-os/cairn/image/bundle/etcd"
-	FlannelModule    = "github.com/cairn-os/cairn/image/bundle/flannel"
 	ContainerdModule = "github.com/cairn-os/cairn/image/bundle/containerd"
+	// Flanneld is the kube wrapper's package that runs flannel's packages
+	// as flanneld, in the kube binary.
+	Flanneld = KubeModule + "/flanneld"
 
 	// Kubernetes is the module of the Kubernetes components.
 	Kubernetes = "k8s.io/kubernetes"
@@ -31,7 +33,8 @@ const (
 	etcdutl = "go.etcd.io/etcd/etcdutl/v3"
 	// CoreDNS is CoreDNS's module, built into the kube binary.
 	CoreDNS = "github.com/coredns/coredns"
-	// Flannel is the flannel module, whose root package is flanneld.
+	// Flannel is the flannel module, whose packages are built into the kube
+	// binary (kube/flanneld).
 	Flannel = "github.com/flannel-io/flannel"
 	// Containerd is containerd's module; ContainerdDaemon, Shim and Ctr are
 	// its commands: the daemon, its runc shim and the ctr client.
@@ -39,9 +42,6 @@ const (
 	ContainerdDaemon = Containerd + "/cmd/containerd"
 	Shim             = Containerd + "/cmd/containerd-shim-runc-v2"
 	Ctr              = Containerd + "/cmd/ctr"
-	// tencentVPC is the SDK module flannel's tencent-vpc backend imports;
-	// the module proxy does not serve it.
-	tencentVPC = "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc"
 	// conntrack is the module the kube wrapper replaces by its stand-in
 	// (kube/conntrack): the original links golang.org/x/net/trace, and with
 	// it Go's linker keeps every exported method in the binary.
@@ -73,11 +73,12 @@ func StagingModules(k8sGoMod []byte) ([]string, error) {
 }
 
 // RenderKube returns the kube wrapper's go.mod before `go mod tidy`: it
-// requires k8s.io/kubernetes and CoreDNS (built into the same binary),
+// requires k8s.io/kubernetes, CoreDNS and flannel (built into the same binary),
 // replaces every staging module by its published version and go-conntrack
 // by Cairn's stand-in, and copies upstream's godebug lines so the runtime
 // defaults match an official build.
-// After tidy, PinKubernetes adds the versions CoreDNS must not raise.
+// After tidy, PinKubernetes adds the versions CoreDNS and flannel must not
+// raise.
 func RenderKube(k8sGoMod []byte, v versions.Versions) ([]byte, error) {
 	staging, err := StagingModules(k8sGoMod)
 	if err != nil {
@@ -95,7 +96,7 @@ func RenderKube(k8sGoMod []byte, v versions.Versions) ([]byte, error) {
 	if len(f.Godebug) > 0 {
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "require (\n\t%s %s\n\t%s %s\n)\n\n", CoreDNS, v.CoreDNS, Kubernetes, v.Kubernetes)
+	fmt.Fprintf(&b, "require (\n\t%s %s\n\t%s %s\n\t%s %s\n)\n\n", CoreDNS, v.CoreDNS, Flannel, v.Flannel, Kubernetes, v.Kubernetes)
 	b.WriteString("// The staging modules at the version published with this release.\nreplace (\n")
 	for _, m := range staging {
 		fmt.Fprintf(&b, "\t%s => %s %s\n", m, m, v.StagingVersion())
@@ -110,17 +111,18 @@ replace %s => ./conntrack
 	return b.Bytes(), nil
 }
 
-// pinComment heads the block PinKubernetes writes; CheckKube finds it by it.
+// pinComment heads the block PinKubernetes writes.
 const pinComment = "// Kubernetes' own versions of the modules its components link that CoreDNS\n" +
-	"// requires newer: the components build with exactly the dependencies their\n" +
-	"// release was tested with (written by `bundle pin`)."
+	"// or flannel requires newer: the components build with exactly the\n" +
+	"// dependencies their release was tested with (written by `bundle pin`)."
 
 // PinKubernetes returns goMod (the tidied kube wrapper) with a replace for
 // every module the Kubernetes components link (linked: modules of the
-// packages they import, CoreDNS's left out) whose selected version is newer
-// than the one k8s.io/kubernetes requires: only CoreDNS, the other
-// requirement, can have raised it, and Kubernetes must keep what it was
-// released with. A module only CoreDNS links keeps CoreDNS's version, even
+// packages they import, CoreDNS's and flanneld's left out) whose selected
+// version is newer than the one k8s.io/kubernetes requires: only CoreDNS or
+// flannel, the other requirements, can have raised it, and Kubernetes must
+// keep what it was released with. A module only CoreDNS or flannel links
+// keeps its version, even
 // when k8s.io/kubernetes requires an older one for a command the binary
 // does not hold (kubeadm's CoreDNS libraries). selected maps each module of
 // the build list (`go list -m all`) to its version before replacement.
@@ -162,29 +164,8 @@ func RenderEtcd(v versions.Versions) []byte {
 	return fmt.Appendf(nil, "module %s\n\ngo %s\n\nrequire (\n\t%s %s\n\t%s %s\n)\n", EtcdModule, goVersion, etcdutl, v.Etcd, etcdServer, v.Etcd)
 }
 
-// RenderFlannel returns the flannel wrapper's go.mod before `go mod tidy`.
-// flanneld is the module's root package, a program, so the wrapper lists it
-// as a tool (which keeps its dependencies in go.mod and go.sum) and the
-// bundle builds it by import path. The replace is why the wrapper exists.
-func RenderFlannel(v versions.Versions) []byte {
-	return fmt.Appendf(nil, `module %s
-
-go %s
-
-// flanneld: built with `+"`go build %s`"+`.
-tool %s
-
-require %s %s
-
-// The module proxy does not serve Tencent Cloud's VPC SDK, which flannel's
-// tencent-vpc backend imports: a stand-in whose every call fails takes its
-// place (Cairn uses the vxlan backend).
-replace %s => ./tencentvpc
-`, FlannelModule, goVersion, Flannel, Flannel, Flannel, v.Flannel, tencentVPC)
-}
-
 // CheckKube reports whether a committed kube/go.mod pins what versions.env
-// says: Kubernetes, its staging modules and CoreDNS.
+// says: Kubernetes, its staging modules, CoreDNS and flannel.
 func CheckKube(goMod []byte, v versions.Versions) error {
 	f, err := modfile.Parse("kube/go.mod", goMod, nil)
 	if err != nil {
@@ -194,6 +175,9 @@ func CheckKube(goMod []byte, v versions.Versions) error {
 		return err
 	}
 	if err := checkRequire(f, "kube/go.mod", CoreDNS, v.CoreDNS); err != nil {
+		return err
+	}
+	if err := checkRequire(f, "kube/go.mod", Flannel, v.Flannel); err != nil {
 		return err
 	}
 	for _, r := range f.Replace {
@@ -219,19 +203,6 @@ func CheckEtcd(goMod []byte, v versions.Versions) error {
 		return err
 	}
 	return checkRequire(f, "etcd/go.mod", etcdutl, v.Etcd)
-}
-
-// CheckFlannel reports whether a committed flannel/go.mod pins what
-// versions.env says and still stands in for the unserved SDK.
-func CheckFlannel(goMod []byte, v versions.Versions) error {
-	f, err := modfile.Parse("flannel/go.mod", goMod, nil)
-	if err != nil {
-		return fmt.Errorf("parse flannel/go.mod: %w", err)
-	}
-	if err := checkRequire(f, "flannel/go.mod", Flannel, v.Flannel); err != nil {
-		return err
-	}
-	return checkStandIn(f, "flannel/go.mod", tencentVPC, "./tencentvpc")
 }
 
 // checkStandIn reports whether f replaces the module path by the stand-in

@@ -105,10 +105,6 @@ replace github.com/mwitkow/go-conntrack => ./conntrack
 	}
 }
 
-func TestRenderFlannel(t *testing.T) {
-	golden(t, "flannel.go.mod.golden", RenderFlannel(v))
-}
-
 func TestRenderContainerd(t *testing.T) {
 	golden(t, "containerd.go.mod.golden", RenderContainerd(v))
 }
@@ -145,14 +141,15 @@ func TestCheck(t *testing.T) {
 			"requires github.com/coredns/coredns v1.15.0 but versions.env says v1.15.1"},
 		{"kube coredns missing", CheckKube([]byte(strings.Replace(string(kube), "\tgithub.com/coredns/coredns v1.15.0\n", "", 1)), v),
 			"does not require github.com/coredns/coredns"},
-		{"flannel matches", CheckFlannel(RenderFlannel(v), v), ""},
-		{"flannel behind versions.env", CheckFlannel(RenderFlannel(v), newer), "requires github.com/flannel-io/flannel v0.28.10 but versions.env says v0.28.11"},
+		{"kube flannel behind versions.env", CheckKube(kube, func() versions.Versions { n := v; n.Flannel = "v0.28.11"; return n }()),
+			"requires github.com/flannel-io/flannel v0.28.10 but versions.env says v0.28.11"},
+		{"kube flannel missing", CheckKube([]byte(strings.Replace(string(kube), "\tgithub.com/flannel-io/flannel v0.28.10\n", "", 1)), v),
+			"does not require github.com/flannel-io/flannel"},
 		{"containerd matches", CheckContainerd(RenderContainerd(v), v), ""},
 		{"containerd behind versions.env", CheckContainerd(RenderContainerd(v), newer), "requires github.com/containerd/containerd/v2 v2.4.2 but versions.env says v2.4.3"},
 		{"containerd require missing", CheckContainerd([]byte("module x\n"), v), "does not require github.com/containerd/containerd/v2"},
 		{"kube stand-in missing", CheckKube([]byte(strings.Replace(string(kube), "=> ./conntrack", "=> ./elsewhere", 1)), v),
 			"does not replace github.com/mwitkow/go-conntrack by ./conntrack"},
-		{"flannel stand-in missing", CheckFlannel([]byte("module x\nrequire github.com/flannel-io/flannel v0.28.10\n"), v), "does not replace github.com/tencentcloud"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,13 +186,6 @@ func TestCommittedModulesMatchVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := CheckEtcd(etcd, v); err != nil {
-		t.Error(err)
-	}
-	flannel, err := os.ReadFile(filepath.Join(root, "flannel", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckFlannel(flannel, v); err != nil {
 		t.Error(err)
 	}
 	containerd, err := os.ReadFile(filepath.Join(root, "containerd", "go.mod"))

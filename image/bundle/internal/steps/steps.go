@@ -85,17 +85,18 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 	containerdVersion := " -X " + pin.Containerd + "/version.Version=" + v.Containerd +
 		" -X " + pin.Containerd + "/version.Package=" + pin.Containerd
 	cniPkg := "github.com/containernetworking/plugins"
-	flannelPkg := "github.com/flannel-io/flannel"
 	return []Step{
 		{
-			// Kubernetes and CoreDNS, with CoreDNS's build tag grpcnotrace
+			// Kubernetes, CoreDNS and flanneld, with the build tag grpcnotrace
 			// (KubeTags), which upstream's Kubernetes components are built
 			// without: their gRPC tracing is never switched on. CoreDNS's
 			// Makefile's one version flag, coremain.GitCommit, comes from git;
 			// a module has no commit, so it stays unset rather than made up
-			// (`coredns -version` still says CoreDNS-1.15.0).
+			// (`coredns -version` still says CoreDNS-1.15.0). flanneld's
+			// version is set as upstream's Makefile sets it.
 			Name: "kube", Dir: filepath.Join(p.Src, "kube"), Env: pureGo,
-			Args:    goBuild(strip+" "+KubeVersionFlags(v, in), []string{"-tags", KubeTags}, filepath.Join(bin, "kube"), "."),
+			Args: goBuild(strip+" "+KubeVersionFlags(v, in)+" -X "+pin.Flannel+"/pkg/version.Version="+v.Flannel,
+				[]string{"-tags", KubeTags}, filepath.Join(bin, "kube"), "."),
 			Outputs: []string{"bin/kube"},
 		},
 		{
@@ -178,25 +179,6 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 				cniPkg+"/plugins/main/loopback@"+v.CNIPlugins,
 				cniPkg+"/plugins/meta/portmap@"+v.CNIPlugins),
 			Outputs: []string{"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"},
-		},
-		{
-			// flanneld is the flannel module's root package. The flannel/
-			// wrapper exists because the module proxy lacks one of its
-			// dependencies (see flannel/go.mod); it lists flanneld as a tool,
-			// so `go build` takes it by import path. On amd64 its udp backend
-			// is C (upstream builds it with cgo and -static too), and no build
-			// tag leaves it or any other backend out; netgo and osusergo keep
-			// glibc's resolver and user lookup, which cannot work statically
-			// linked, out of the binary. grpcnotrace is gRPC's tag that leaves
-			// golang.org/x/net/trace out (its etcd client's gRPC; tracing is
-			// off unless grpc.EnableTracing is set, which flannel never does):
-			// with it went the last importer of text/template, whose
-			// reflection makes the linker keep every exported method of every
-			// type — a third of the binary (54 MB -> 36 MB).
-			Name: "flannel", Dir: filepath.Join(p.Src, "flannel"), Env: []string{"CGO_ENABLED=1"},
-			Args: goBuild(strip+" -X "+flannelPkg+"/pkg/version.Version="+v.Flannel+" -linkmode external -extldflags -static",
-				[]string{"-tags", "netgo osusergo grpcnotrace"}, filepath.Join(bin, "flanneld"), flannelPkg),
-			Outputs: []string{"bin/flanneld"},
 		},
 		HostTools(p, "-out", p.HostTools),
 	}
