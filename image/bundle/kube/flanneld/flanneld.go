@@ -161,9 +161,13 @@ func parse(args []string) (flannelOpts, error) {
 // flanneld runs until ctx ends; every goroutine it starts has ended when it returns.
 func flanneld(ctx context.Context, o flannelOpts) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel: deferred calls run last-in first-out
+	defer func() {
+		// Cancel first: on an error the healthz server and the backend's goroutines are still running,
+		// and a flanneld that hung here would keep answering /healthz instead of being restarted.
+		cancel()
+		wg.Wait()
+	}()
 
 	sm, err := kube.NewSubnetManager(ctx, o.kubeAPIURL, o.kubeConfigFile, o.kubeAnnotationPrefix, o.netConfPath, o.setNodeNetworkUnavailable)
 	if err != nil {

@@ -1,10 +1,19 @@
 package flanneld
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flannel-io/flannel/pkg/ip"
 )
@@ -112,5 +121,71 @@ func TestPrevNetworks(t *testing.T) {
 	}
 	if got := prevIP6(env, "FLANNEL_NETWORK"); got.PrefixLen != 0 {
 		t.Errorf("prevIP6(an IPv4 network) = %v, want the zero network", got)
+	}
+}
+
+// fakeAPI answers the Node list, watch and get that flannel's subnet manager makes with one Node. A
+// watch gets the Node and the bookmark that ends the initial events (client-go's streaming list), then
+// stays open until the test ends.
+func fakeAPI(t *testing.T) *httptest.Server {
+	node := `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","resourceVersion":"1"},"spec":{"podCIDR":"10.244.1.0/24"}}`
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/api/v1/nodes" && r.URL.Query().Get("watch") == "true":
+			fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", node)
+			fmt.Fprint(w, `{"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		case r.URL.Path == "/api/v1/nodes":
+			fmt.Fprintf(w, `{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[%s]}`, node)
+		case r.URL.Path == "/api/v1/nodes/n1":
+			fmt.Fprint(w, node)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // first: Close waits for the open watches
+	return srv
+}
+
+// A flanneld that cannot start returns its error, having stopped its healthz server: hanging there, it
+// would keep answering the kubelet's liveness probe and never be restarted.
+func TestFailedStartReturns(t *testing.T) {
+	api := fakeAPI(t)
+	conf := filepath.Join(t.TempDir(), "net-conf.json")
+	if err := os.WriteFile(conf, []byte(`{"Network":"10.244.0.0/16","EnableNFTables":true,"Backend":{"Type":"vxlan"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NODE_NAME", "n1")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	o, err := parse([]string{"--kube-subnet-mgr", "--kube-api-url=" + api.URL, "--net-config-path=" + conf,
+		"--iface=cairn-no-such-if", "--healthz-ip=127.0.0.1", "--healthz-port=" + strconv.Itoa(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- flanneld(context.Background(), o) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no interface matches") {
+			t.Errorf("flanneld(no such interface) = %v, want the interface named as the cause", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("flanneld(no such interface) did not return")
+	}
+	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		c.Close()
+		t.Errorf("the healthz server still listens after flanneld returned")
 	}
 }
