@@ -53,7 +53,7 @@ func TestRenderEtcd(t *testing.T) {
 	golden(t, "etcd.go.mod.golden", RenderEtcd(v))
 }
 
-// PinKubernetes pins back what CoreDNS raised among the modules the
+// PinKubernetes pins back what CoreDNS or flannel raised among the modules the
 // Kubernetes components link, and nothing else: not a module only CoreDNS
 // links (though k8s.io/kubernetes requires it for kubeadm), not one at
 // Kubernetes' version, not a staging module (already replaced).
@@ -72,6 +72,7 @@ require (
 
 require (
 	github.com/coredns/coredns v1.15.0
+	github.com/flannel-io/flannel v0.28.10
 	k8s.io/kubernetes v1.37.2
 )
 
