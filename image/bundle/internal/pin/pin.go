@@ -122,9 +122,8 @@ const pinComment = "// Kubernetes' own versions of the modules its components li
 // version is newer than the one k8s.io/kubernetes requires: only CoreDNS or
 // flannel, the other requirements, can have raised it, and Kubernetes must
 // keep what it was released with. A module only CoreDNS or flannel links
-// keeps its version, even
-// when k8s.io/kubernetes requires an older one for a command the binary
-// does not hold (kubeadm's CoreDNS libraries). selected maps each module of
+// keeps its version, even when k8s.io/kubernetes requires an older one for a
+// command the binary does not hold (kubeadm's CoreDNS libraries). selected maps each module of
 // the build list (`go list -m all`) to its version before replacement.
 // Modules the wrapper already replaces (the staging modules) are left alone.
 // It also returns how many modules it pinned.

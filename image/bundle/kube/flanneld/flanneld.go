@@ -204,10 +204,9 @@ func flanneld(ctx context.Context, o flannelOpts) error {
 		}
 	}
 
-	pub := ipmatch.PublicIPOpts{PublicIP: o.publicIP, PublicIPv6: o.publicIPv6}
-	if v4, v6 := sm.GetStoredPublicIP(ctx); v4 != "" || v6 != "" {
-		pub = ipmatch.PublicIPOpts{PublicIP: or(v4, o.publicIP), PublicIPv6: or(v6, o.publicIPv6)}
-	}
+	// A public IP annotated on the Node wins over the flag's.
+	v4, v6 := sm.GetStoredPublicIP(ctx)
+	pub := ipmatch.PublicIPOpts{PublicIP: or(v4, o.publicIP), PublicIPv6: or(v6, o.publicIPv6)}
 	extIface, err := externalInterface(o, ipStack, pub)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flannel-io/flannel/pkg/ip"
+	"k8s.io/klog/v2"
 )
 
 func TestParse(t *testing.T) {
@@ -57,7 +58,7 @@ func TestParse(t *testing.T) {
 		{
 			name:  "klog's verbosity",
 			args:  []string{"--kube-subnet-mgr", "--v=2"},
-			check: func(o flannelOpts) bool { return o.kubeSubnetMgr },
+			check: func(flannelOpts) bool { return klog.V(2).Enabled() && !klog.V(3).Enabled() },
 		},
 		{
 			name:  "--version needs nothing else",
@@ -73,6 +74,7 @@ func TestParse(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
+			t.Cleanup(func() { _, _ = parse([]string{"--kube-subnet-mgr", "--v=0"}) }) // klog's verbosity is global
 			o, err := parse(tt.args)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
