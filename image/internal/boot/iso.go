@@ -6,6 +6,7 @@ package boot
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"os"
 	"os/exec"
@@ -47,6 +48,12 @@ menuentry "Cairn" {
 const isoGrubModules = "linux normal configfile echo test search serial terminal all_video iso9660 fat " +
 	"part_acorn part_amiga part_apple part_bsd part_dfly part_dvh part_gpt part_msdos part_plan part_sun part_sunpc"
 
+// xorrisoEFI is the xorriso grub-mkrescue runs: it remakes GRUB's EFI image at the size of what it
+// holds (2.6 MiB of the ISO were a FAT image's free space), then runs xorriso.
+//
+//go:embed xorriso-efi.sh
+var xorrisoEFI []byte
+
 // ISO builds a hybrid ISO with grub-mkrescue (GRUB for BIOS El Torito and for UEFI from an embedded
 // FAT image). xorriso and mtools read SOURCE_DATE_EPOCH; file dates are forced to it as well.
 func ISO(ctx context.Context, c ISOConfig) error {
@@ -77,10 +84,15 @@ func ISO(ctx context.Context, c ISOConfig) error {
 	if err := touchTree(root, c.Epoch); err != nil {
 		return err
 	}
+	xorriso := filepath.Join(c.Work, "xorriso-efi.sh")
+	if err := os.WriteFile(xorriso, xorrisoEFI, 0o755); err != nil {
+		return err
+	}
 	date := time.Unix(c.Epoch, 0).UTC().Format("2006010215040500")
 	// Only the GRUB modules this grub.cfg uses (grub-mkrescue's default installs every module of both
 	// platforms, every translation and a 2 MiB font: 16 MiB of the ISO, measured), compressed.
-	cmd := exec.CommandContext(ctx, "grub-mkrescue", "-o", c.Out,
+	// xorriso-efi.sh shrinks GRUB's EFI image to what it holds before xorriso runs.
+	cmd := exec.CommandContext(ctx, "grub-mkrescue", "--xorriso="+xorriso, "-o", c.Out,
 		"--locales=", "--fonts=", "--themes=", "--compress=xz", "--install-modules="+isoGrubModules,
 		root, "--",
 		"-volid", "CAIRN",
