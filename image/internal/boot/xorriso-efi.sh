@@ -18,6 +18,7 @@ img=$dir/efi.img
 if [ -n "$dir" ] && [ -f "$img" ]; then
 	# Work outside GRUB's directory: everything in it goes into the ISO.
 	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
 	mcopy -s -m -n -i "$img" ::/ "$tmp/"
 	size=$(du -s -B1 --apparent-size "$tmp" | cut -f1)
 	rm -f "$img"
@@ -27,5 +28,6 @@ if [ -n "$dir" ] && [ -f "$img" ]; then
 		mcopy -s -m -i "$img" "$f" ::/
 	done
 	rm -rf "$tmp"
+	trap - EXIT
 fi
 exec xorriso "$@"
