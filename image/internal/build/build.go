@@ -287,12 +287,12 @@ func InitramfsTree(initBin, rootImage, kver, modulesDir string, mods []string) (
 	return t, nil
 }
 
-func (b *builder) initramfs(context.Context) error {
+func (b *builder) initramfs(ctx context.Context) error {
 	t, err := InitramfsTree(b.Init, b.out(RootImage), b.k.Version, b.k.Modules, b.initMods)
 	if err != nil {
 		return err
 	}
-	if err := initramfs.Write(b.out(Initramfs), t, b.Epoch); err != nil {
+	if err := initramfs.Write(ctx, b.out(Initramfs), t, b.Epoch); err != nil {
 		return err
 	}
 	return touch(b.out(Initramfs), b.Epoch)

@@ -2,6 +2,7 @@ package initramfs
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ func TestWriteIsReproducibleZstdCPIO(t *testing.T) {
 	var outs [2][]byte
 	for i := range outs {
 		p := filepath.Join(dir, "out.cpio.zst")
-		if err := Write(p, tr, 1700000000); err != nil {
+		if err := Write(context.Background(), p, tr, 1700000000); err != nil {
 			t.Fatalf("Write() = %v", err)
 		}
 		b, err := os.ReadFile(p)
