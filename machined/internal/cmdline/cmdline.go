@@ -10,6 +10,8 @@ package cmdline
 
 import (
 	"strings"
+
+	"github.com/cairn-os/cairn/internal/kcmdline"
 )
 
 // Params are the settings found on a command line.
@@ -27,7 +29,7 @@ type Params struct {
 // and its modules own most of the line.
 func Parse(line string) (Params, error) {
 	p := Params{All: map[string]string{}}
-	for _, f := range split(line) {
+	for _, f := range kcmdline.Words(line) {
 		key, val, _ := strings.Cut(f, "=")
 		p.All[key] = val
 		switch key {
@@ -50,28 +52,4 @@ func Parse(line string) (Params, error) {
 		}
 	}
 	return p, nil
-}
-
-// split breaks the line on spaces, keeping double-quoted values whole as the kernel does.
-func split(line string) []string {
-	var out []string
-	var cur strings.Builder
-	quoted := false
-	for _, r := range line {
-		switch {
-		case r == '"':
-			quoted = !quoted
-		case (r == ' ' || r == '\n' || r == '\t') && !quoted:
-			if cur.Len() > 0 {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-		default:
-			cur.WriteRune(r)
-		}
-	}
-	if cur.Len() > 0 {
-		out = append(out, cur.String())
-	}
-	return out
 }
