@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-os/cairn/internal/modload"
 )
 
 // system is every effect boot has, so tests can check the order of the switch-root sequence without
@@ -151,8 +153,16 @@ func loadModules(s system) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("load modules: %s: %w", path.Join(dir, moduleList), err)
 	}
+	// The kernel gives MODULE.PARAM=VALUE only to the modules built into it; a loadable module's come from
+	// whoever loads it, after the list's own. A line that cannot be read gives none.
+	line, _ := s.ReadFile("/proc/cmdline")
+	cmdParams := modload.ParseParams(string(line))
 	for _, m := range mods {
-		if err := s.LoadModule(path.Join(dir, m.path), m.params); err != nil {
+		params := modload.Join(m.params, cmdParams.For(m.path))
+		if err := s.LoadModule(path.Join(dir, m.path), params); err != nil {
+			if params != "" {
+				return 0, fmt.Errorf("load module %s with parameters %q: %w", m.path, params, err)
+			}
 			return 0, fmt.Errorf("load module %s: %w", m.path, err)
 		}
 	}

@@ -81,6 +81,7 @@ func TestBootSequence(t *testing.T) {
 		"mkdir /dev", "mount devtmpfs /dev devtmpfs 0x2 mode=0755",
 		"mkdir /run", "mount tmpfs /run tmpfs 0x6 mode=0755",
 		"read " + testList,
+		"read /proc/cmdline",
 		"insmod /lib/modules/6.1.0-test/kernel/drivers/block/loop.ko max_loop=4",
 		"insmod /lib/modules/6.1.0-test/kernel/fs/squashfs/squashfs.ko",
 		"losetup /rootfs.squashfs",
@@ -101,6 +102,28 @@ func TestBootSequence(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, f.calls); diff != "" {
 		t.Errorf("boot() calls (-want +got):\n%s", diff)
+	}
+}
+
+// The command line's parameters for a module init loads come after the load list's, so they win.
+func TestModuleParamsFromCommandLine(t *testing.T) {
+	f := newFake("")
+	f.files["/proc/cmdline"] = "quiet loop.max_loop=16 squashfs.x=1 ext4.y=2\n"
+	if _, err := loadModules(f); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"read " + testList, "read /proc/cmdline",
+		"insmod /lib/modules/6.1.0-test/kernel/drivers/block/loop.ko max_loop=4 max_loop=16",
+		"insmod /lib/modules/6.1.0-test/kernel/fs/squashfs/squashfs.ko x=1",
+	}
+	if diff := cmp.Diff(want, f.calls); diff != "" {
+		t.Errorf("loadModules calls (-want +got):\n%s", diff)
+	}
+	f = newFake("insmod /lib/modules/6.1.0-test/kernel/fs/squashfs")
+	f.files["/proc/cmdline"] = "squashfs.x=1"
+	if _, err := loadModules(f); err == nil || !strings.Contains(err.Error(), `squashfs.ko with parameters "x=1"`) {
+		t.Errorf("loadModules with a refused parameter = %v; want the parameters named", err)
 	}
 }
 

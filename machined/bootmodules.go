@@ -17,6 +17,8 @@ import (
 // each module costs tens to hundreds of milliseconds, and on one CPU nothing else runs meanwhile, so
 // before the API answers only what this machine's hardware needs is loaded:
 //
+//  0. QEMU's fw_cfg, whose per-node arguments complete the command line the modules' parameters come
+//     from (firmwareConfig);
 //  1. the virtio transports and the NICs present, before the network is configured (buses, network);
 //  2. the disk controllers present, from the start and while the network comes up (startDisks): every
 //     disk must be visible before the node looks for its STATE disk;
@@ -96,8 +98,11 @@ func (b *bootModules) buses() {
 	b.present("buses", modules.Buses)
 }
 
-// network loads the NIC drivers present, and fw_cfg.
+// network loads the NIC drivers present.
 func (b *bootModules) network() { b.present("network", modules.Network) }
+
+// firmwareConfig loads QEMU's fw_cfg driver, on a machine that has one.
+func (b *bootModules) firmwareConfig() { b.present("firmware config", modules.FirmwareConfig) }
 
 // startDisks loads the disk controllers' drivers in the background, while the virtio transports and
 // the NICs load and the network comes up: a controller's driver spends part of its load waiting for

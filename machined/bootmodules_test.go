@@ -64,7 +64,7 @@ func (k *fakeKernel) write(p, data string) {
 	}
 }
 
-func (k *fakeKernel) load(path string) error {
+func (k *fakeKernel) load(path, _ string) error {
 	name := strings.TrimSuffix(filepath.Base(path), ".ko")
 	k.mu.Lock()
 	defer k.mu.Unlock()

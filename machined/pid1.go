@@ -30,10 +30,6 @@ import (
 	"github.com/cairn-os/cairn/machined/internal/tpm"
 )
 
-// fwCfgCmdline is where QEMU's -fw_cfg passes per-node kernel arguments to a node booted from the ISO or
-// the raw disk, whose own command line is baked into the image.
-const fwCfgCmdline = "/sys/firmware/qemu_fw_cfg/by_name/opt/dev.cairn/cmdline/raw"
-
 // runPID1 is machined as the node's init: it never returns while the machine runs (PID 1 exiting panics
 // the kernel); errors before the API is up are printed and the machine reboots, like init does.
 func runPID1(o options, log *slog.Logger) error {
@@ -58,20 +54,28 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	}
 	memoryAccountingAtStart(log)
 	sys.CtrlAltDelSignals() // ctrl-alt-del becomes SIGINT: a clean reboot
-	mods := newBootModules(log, modules.Loader{File: func(path string) error { return modload.Load(path, "") }}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
+	// The kernel gives MODULE.PARAM=VALUE only to the modules built into it; machined passes the node's
+	// command line's to the modules it loads. That line is complete once fw_cfg's driver is loaded (QEMU's
+	// per-node arguments), and params is replaced then, before any other module loads.
+	kernelLine, err := os.ReadFile(cmdline.Kernel)
+	if err != nil {
+		return fmt.Errorf("read the kernel command line: %w", err)
+	}
+	params := modload.ParseParams(string(kernelLine))
+	loader := modules.Loader{File: modload.Load, Params: func(file string) string { return params.For(file) }}
+	mods := newBootModules(log, loader, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
 	mods.modprobeSysctl = "/proc/sys/kernel/modprobe"
+	mods.firmwareConfig()
+	line, err := cmdline.Read(os.ReadFile)
+	if err != nil {
+		return err
+	}
+	params = modload.ParseParams(line)
 	// The disk controllers' drivers load beside the rest: they wait for their links, DHCP for its server.
 	mods.startDisks()
 	mods.buses()
 	mods.network()
-	line, err := os.ReadFile("/proc/cmdline")
-	if err != nil {
-		return fmt.Errorf("read the kernel command line: %w", err)
-	}
-	if extra, err := os.ReadFile(fwCfgCmdline); err == nil {
-		line = append(append(line, ' '), extra...)
-	}
-	p, err := settings(o, string(line))
+	p, err := settings(o, line)
 	if err != nil {
 		return err
 	}

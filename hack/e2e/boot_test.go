@@ -211,16 +211,24 @@ func checkNoSequenceAfterReboot(t *testing.T, flags []string, seq string, volume
 // TestISO boots cairn.iso through SeaBIOS with an etcd disk that holds someone else's ext4 filesystem.
 // The node must reach its API, keep the CD it booted from out of the candidates, and refuse to touch the
 // foreign disk: plan names it and the config field that would allow a wipe, Init is refused, the node
-// stays in Boot, and not a byte of the disk changes (issues 3 and 4).
+// stays in Boot, and not a byte of the disk changes (issues 3 and 4). A module parameter passed as a
+// per-node kernel argument reaches its module.
 func TestISO(t *testing.T) {
 	foreign := filepath.Join(t.TempDir(), "etcd-foreign.raw")
 	makeForeignExt4(t, foreign)
 	before := headTailSum(t, foreign)
 
-	c := createCluster(t, "iso", bootTimeout, "--no-init", "--mode", "iso", "--disk-file", "cairn-etcd="+foreign)
+	// A module parameter among the node's own kernel arguments, which reach an ISO boot through QEMU's
+	// fw_cfg: the kernel leaves a loadable module's parameters to whoever loads it, and the SATA
+	// controller's driver loads first thing.
+	c := createCluster(t, "iso", bootTimeout, "--no-init", "--mode", "iso", "--disk-file", "cairn-etcd="+foreign,
+		"--kernel-arg", "libata.force=nodbdelay")
 	maint := func() []string { return c.maint(t, 0) } // no subtests here: t is the test's own
 	if s := status(t, maint()); s.State != "Boot" {
 		t.Fatalf("status = %+v, want Boot", s)
+	}
+	if out := mustCtl(t, time.Minute, append(maint(), "dmesg")...); !regexp.MustCompile(`ata\d+: FORCE: link flag`).MatchString(out) {
+		t.Errorf("kernel log lacks libata's FORCE lines: libata.force on the command line did not reach the module")
 	}
 
 	var d disksResp

@@ -2,9 +2,12 @@ package cmdline
 
 import (
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/internal/kcmdline"
 )
 
 func TestParse(t *testing.T) {
@@ -48,5 +51,26 @@ func TestParseIP(t *testing.T) {
 		if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" && !tc.bad {
 			t.Errorf("ParseIP(%q) (-want +got):\n%s", tc.in, diff)
 		}
+	}
+}
+
+func TestRead(t *testing.T) {
+	files := map[string]string{Kernel: "console=ttyS0 quiet\n"}
+	read := func(name string) ([]byte, error) {
+		if s, ok := files[name]; ok {
+			return []byte(s), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	if got, err := Read(read); err != nil || got != "console=ttyS0 quiet\n" {
+		t.Errorf("Read without fw_cfg = %q, %v; want the kernel's line", got, err)
+	}
+	files[FwCfg] = "libata.force=nodbdelay cairn.hostname=n1"
+	if got, err := Read(read); err != nil || !cmp.Equal(kcmdline.Words(got), []string{"console=ttyS0", "quiet", "libata.force=nodbdelay", "cairn.hostname=n1"}) {
+		t.Errorf("Read with fw_cfg = %q, %v; want the kernel's line, then fw_cfg's", got, err)
+	}
+	delete(files, Kernel)
+	if _, err := Read(read); err == nil {
+		t.Error("Read without /proc/cmdline: no error")
 	}
 }

@@ -7,8 +7,9 @@
 // image's module of that name, or every module whose modules.alias pattern matches it, dependencies
 // first, and writes what it loaded to the kernel log (cairnctl dmesg).
 //
-// It is not kmod's modprobe: there is no removal, no configuration directory and no module options,
-// because nothing on a node runs it but the kernel. It is a name of machined rather than a binary of its
+// It is not kmod's modprobe: there is no removal and no configuration directory, because nothing on a
+// node runs it but the kernel. Like kmod's, it gives a module the parameters the node's command line
+// has for it (MODULE.PARAM=VALUE, modload.Params). It is a name of machined rather than a binary of its
 // own because the download pays for a binary (about 1 MiB compressed), while a request, which comes only
 // once an add-on sets up its datapath, pays machined's package initialisation (18 ms natively, about half
 // a second of an emulated vCPU), its pages mostly in memory already as machined's.
@@ -22,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/cairn-os/cairn/internal/modload"
+	"github.com/cairn-os/cairn/machined/internal/cmdline"
 	"github.com/cairn-os/cairn/machined/internal/modules"
 )
 
@@ -36,9 +38,10 @@ module requests; it writes what it loaded, and what it could not, to the kernel 
 
 // system is what modprobe reads and does, so the logic runs in a unit test.
 type system struct {
-	dir     string                  // /lib/modules/RELEASE
-	loaded  func() []string         // the modules the kernel has (/proc/modules)
-	load    func(file string) error // loads one module file (modload.Load)
+	dir     string                          // /lib/modules/RELEASE
+	loaded  func() []string                 // the modules the kernel has (/proc/modules)
+	load    func(file, params string) error // loads one module file (modload.Load)
+	params  modload.Params                  // the command line's module parameters
 	kernlog func(level int, msg string)
 	stderr  io.Writer
 }
@@ -49,13 +52,15 @@ const Name = "modprobe"
 // Main handles one request of the kernel's (args without the program name) and returns the exit status.
 func Main(args []string) int {
 	release, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	line, _ := cmdline.Read(os.ReadFile) // without it, modules load without the line's parameters
 	s := system{
 		dir: filepath.Join("/lib/modules", strings.TrimSpace(string(release))),
 		loaded: func() []string {
 			b, _ := os.ReadFile("/proc/modules")
 			return modules.Loaded(b)
 		},
-		load:    func(file string) error { return modload.Load(file, "") },
+		load:    modload.Load,
+		params:  modload.ParseParams(line),
 		kernlog: kernelLog,
 		stderr:  os.Stderr,
 	}
@@ -121,7 +126,7 @@ func (s system) request(x *modules.Index, builtin map[string]bool, name string, 
 		s.report(level, fmt.Sprintf("modprobe %s: no module of this image provides it", name))
 		return false
 	}
-	n, err := modules.Loader{File: s.load}.LoadFiles(s.dir, r.Files)
+	n, err := modules.Loader{File: s.load, Params: s.params.For}.LoadFiles(s.dir, r.Files)
 	if err != nil {
 		s.report(3, fmt.Sprintf("modprobe %s: %v", name, err))
 		return false

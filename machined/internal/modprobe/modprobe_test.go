@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/internal/modload"
 )
 
 // fakeNode is a node's modules directory and kernel: what is loaded, what each load did, the kernel log.
@@ -18,6 +20,7 @@ type fakeNode struct {
 	loaded []string
 	calls  []string
 	fail   map[string]error
+	line   string // the node's command line
 	log    []string
 	stderr bytes.Buffer
 }
@@ -44,9 +47,10 @@ func (n *fakeNode) system() system {
 	return system{
 		dir:    n.dir,
 		loaded: func() []string { return n.loaded },
-		load: func(file string) error {
+		params: modload.ParseParams(n.line),
+		load: func(file, params string) error {
 			rel, _ := filepath.Rel(n.dir, file)
-			n.calls = append(n.calls, rel)
+			n.calls = append(n.calls, strings.TrimSpace(rel+" "+params))
 			if err := n.fail[filepath.Base(file)]; err != nil {
 				return err
 			}
@@ -55,6 +59,19 @@ func (n *fakeNode) system() system {
 		},
 		kernlog: func(level int, msg string) { n.log = append(n.log, fmt.Sprintf("<%d>%s", level, msg)) },
 		stderr:  &n.stderr,
+	}
+}
+
+// A request's module gets the parameters the command line has for it, as kmod's modprobe gives them.
+func TestRunPassesCommandLineParams(t *testing.T) {
+	n := newFakeNode(t)
+	n.line = "quiet ipip.log_ecn_error=0 x_tables.bogus=1 tunnel4.y"
+	if got := run([]string{"-q", "--", "rtnl-link-ipip"}, n.system()); got != 0 {
+		t.Fatalf("run = %d, want 0; log %q", got, n.log)
+	}
+	want := []string{"kernel/net/ipv4/ip_tunnel.ko", "kernel/net/ipv4/tunnel4.ko y", "kernel/net/ipv4/ipip.ko log_ecn_error=0"}
+	if diff := cmp.Diff(want, n.calls); diff != "" {
+		t.Errorf("files loaded with their parameters (-want +got):\n%s", diff)
 	}
 }
 

@@ -24,9 +24,13 @@ import (
 // hypervisors) or over MMIO (microvm). The devices behind them appear only once these are loaded.
 var Buses = []string{"virtio_pci", "virtio_mmio"}
 
-// Network are the NICs, and QEMU's fw_cfg (how the ISO and raw-disk boots receive per-node kernel
-// arguments): needed before the network is configured.
-var Network = []string{"virtio_net", "e1000", "e1000e", "qemu_fw_cfg"}
+// FirmwareConfig is QEMU's fw_cfg, how the ISO and raw-disk boots receive per-node kernel arguments:
+// loaded first, because those arguments are part of the command line every other module's parameters
+// come from.
+var FirmwareConfig = []string{"qemu_fw_cfg"}
+
+// Network are the NICs: needed before the network is configured.
+var Network = []string{"virtio_net", "e1000", "e1000e"}
 
 // Disks are the disk controllers. Every one the machine needs is loaded before the node looks for its
 // STATE disk: a disk the node cannot see would make a configured node look fresh. Loading a controller's
@@ -65,21 +69,30 @@ const ListName = "cairn.load"
 
 // Loader loads module files.
 type Loader struct {
-	// File loads one module file, no dependencies (modload.Load in machined).
-	File func(path string) error
+	// File loads one module file with its parameters, no dependencies (modload.Load).
+	File func(path, params string) error
+	// Params are a module file's parameters from the kernel command line (modload.Params.For); nil
+	// loads every module without any.
+	Params func(file string) string
 }
 
 // LoadFiles loads module files in the given order (dependencies first). A module for hardware the
 // machine lacks (ENODEV, ENXIO from its init) or one already loaded (EEXIST) is not an error; others are
-// returned together.
+// returned together, each with the parameters it was given.
 func (l Loader) LoadFiles(dir string, rels []string) (loaded int, errs error) {
 	var all []error
 	for _, rel := range rels {
-		err := l.File(path.Join(dir, rel))
+		var params string
+		if l.Params != nil {
+			params = l.Params(rel)
+		}
+		err := l.File(path.Join(dir, rel), params)
 		switch {
 		case err == nil:
 			loaded++
 		case errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENODEV), errors.Is(err, syscall.ENXIO):
+		case params != "":
+			all = append(all, fmt.Errorf("load module %s with the command line's parameters %q: %w", rel, params, err))
 		default:
 			all = append(all, fmt.Errorf("load module %s: %w", rel, err))
 		}

@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cairn-os/cairn/internal/modload"
 )
 
 func TestLoadFilesToleratesMissingHardware(t *testing.T) {
 	var calls []string
-	l := Loader{File: func(p string) error {
+	l := Loader{File: func(p, params string) error {
 		calls = append(calls, p)
 		switch filepath.Base(p) {
 		case "e1000.ko":
@@ -31,6 +33,28 @@ func TestLoadFilesToleratesMissingHardware(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"/m/a/virtio_pci.ko", "/m/a/e1000.ko", "/m/a/virtio_net.ko", "/m/a/broken.ko"}, calls); diff != "" {
 		t.Errorf("files loaded (-want +got):\n%s", diff)
+	}
+}
+
+// The command line's parameters reach the modules they name, and a module that refuses its parameters
+// is reported with them: they are the likely cause.
+func TestLoadFilesPassesCommandLineParams(t *testing.T) {
+	p := modload.ParseParams("quiet libata.force=nodbdelay nvme-core.io_timeout=x virtio_net.napi_tx=1")
+	got := map[string]string{}
+	l := Loader{Params: p.For, File: func(file, params string) error {
+		got[filepath.Base(file)] = params
+		if strings.HasPrefix(params, "io_timeout=x") {
+			return syscall.EINVAL
+		}
+		return nil
+	}}
+	n, err := l.LoadFiles("/m", []string{"kernel/drivers/ata/libata.ko", "kernel/drivers/ata/ahci.ko", "kernel/drivers/nvme/host/nvme-core.ko"})
+	want := map[string]string{"libata.ko": "force=nodbdelay", "ahci.ko": "", "nvme-core.ko": "io_timeout=x"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("parameters given (-want +got):\n%s", diff)
+	}
+	if n != 2 || err == nil || !strings.Contains(err.Error(), `nvme-core.ko with the command line's parameters "io_timeout=x"`) {
+		t.Errorf("LoadFiles = %d, %v; want 2 loaded and nvme-core reported with its parameters", n, err)
 	}
 }
 
@@ -167,7 +191,8 @@ alias fs-xfs xfs
 		want       []string
 	}{
 		{Buses, []string{"pci", "acpi", "platform"}},
-		{Network, []string{"pci", "acpi", "platform", "virtio"}},
+		{FirmwareConfig, []string{"acpi", "platform"}},
+		{Network, []string{"pci", "virtio"}},
 		{Disks, []string{"pci", "virtio"}},
 		{DiskTypes, []string{"scsi"}},
 		{[]string{"xfs", "no_aliases"}, nil},

@@ -1,0 +1,24 @@
+package cmdline
+
+import "fmt"
+
+// Kernel is the kernel's own command line.
+const Kernel = "/proc/cmdline"
+
+// FwCfg is where QEMU's -fw_cfg passes per-node kernel arguments to a node booted from the ISO or the
+// raw disk, whose own command line is baked into the image. It exists once the qemu_fw_cfg module is
+// loaded, on a machine QEMU runs.
+const FwCfg = "/sys/firmware/qemu_fw_cfg/by_name/opt/dev.cairn/cmdline/raw"
+
+// Read returns the node's command line: the kernel's, then the per-node arguments from QEMU's fw_cfg
+// when there are any. readFile is os.ReadFile outside tests.
+func Read(readFile func(string) ([]byte, error)) (string, error) {
+	line, err := readFile(Kernel)
+	if err != nil {
+		return "", fmt.Errorf("read the kernel command line: %w", err)
+	}
+	if extra, err := readFile(FwCfg); err == nil {
+		line = append(append(line, ' '), extra...)
+	}
+	return string(line), nil
+}
