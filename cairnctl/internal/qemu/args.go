@@ -56,12 +56,20 @@ func DiskPath(dir string, d Disk) string {
 //     context switches behind it are expensive (TB lookups after each TLB flush). An idle one-vCPU control
 //     plane took 1.03 host cores with high-resolution timers, its vCPU never idle, and 0.43 without
 //     (docs/figures.md); a node on real hardware keeps them.
+//   - libata.force=nodbdelay: libata waits 200 ms after it resumes a SATA link before it debounces it,
+//     for PHYs that misbehave when asked at once. QEMU's AHCI has no PHY, and q35 has six ports: the wait
+//     was most of its driver's load (0.7 s), which the node's look for its STATE disk waits for (q35;
+//     microvm has no SATA). machined hands the parameter to libata (the kernel gives a loadable module
+//     none); a real SATA link keeps the wait.
 func kernelArgs(c Config, tscKHz int) []string {
 	var a []string
 	if c.Mode == ModeVmlinux {
 		a = append(a, "console=ttyS0", "tsc=reliable", "mitigations=off", "cryptomgr.notests", "highres=off")
 		if c.Machine == MachineMicrovm && tscKHz > 0 {
 			a = append(a, "tsc_early_khz="+strconv.Itoa(tscKHz))
+		}
+		if c.Machine != MachineMicrovm { // microvm has no SATA controller
+			a = append(a, "libata.force=nodbdelay")
 		}
 		if !c.KernelLog {
 			a = append(a, "quiet")
