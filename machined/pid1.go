@@ -55,14 +55,21 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	memoryAccountingAtStart(log)
 	sys.CtrlAltDelSignals() // ctrl-alt-del becomes SIGINT: a clean reboot
 	// The kernel gives MODULE.PARAM=VALUE only to the modules built into it; machined passes the node's
-	// command line's to the modules it loads. That line is complete once fw_cfg's driver is loaded (QEMU's
+	// command line's to the modules it loads, and leaves out those its modprobe.blacklist= names. That line is complete once fw_cfg's driver is loaded (QEMU's
 	// per-node arguments), and params is replaced then, before any other module loads.
 	kernelLine, err := os.ReadFile(cmdline.Kernel)
 	if err != nil {
 		return fmt.Errorf("read the kernel command line: %w", err)
 	}
 	params := modload.ParseParams(string(kernelLine))
-	loader := modules.Loader{File: modload.Load, Params: func(file string) string { return params.For(file) }}
+	loader := modules.Loader{File: modload.Load, Params: func(file string) string { return params.For(file) },
+		Skip: func(file string) bool {
+			if !params.Blacklisted(file) {
+				return false
+			}
+			log.Info("module left out: modprobe.blacklist on the command line names it", "module", modload.ModuleName(file))
+			return true
+		}}
 	mods := newBootModules(log, loader, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
 	mods.modprobeSysctl = "/proc/sys/kernel/modprobe"
 	mods.firmwareConfig()

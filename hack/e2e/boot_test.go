@@ -212,17 +212,19 @@ func checkNoSequenceAfterReboot(t *testing.T, flags []string, seq string, volume
 // The node must reach its API, keep the CD it booted from out of the candidates, and refuse to touch the
 // foreign disk: plan names it and the config field that would allow a wipe, Init is refused, the node
 // stays in Boot, and not a byte of the disk changes (issues 3 and 4). A module parameter passed as a
-// per-node kernel argument reaches its module.
+// per-node kernel argument reaches its module, and a module modprobe.blacklist= names is not loaded.
 func TestISO(t *testing.T) {
 	foreign := filepath.Join(t.TempDir(), "etcd-foreign.raw")
 	makeForeignExt4(t, foreign)
 	before := headTailSum(t, foreign)
 
-	// A module parameter among the node's own kernel arguments, which reach an ISO boot through QEMU's
-	// fw_cfg: the kernel leaves a loadable module's parameters to whoever loads it, and the SATA
-	// controller's driver loads first thing.
+	// Among the node's own kernel arguments, which reach an ISO boot through QEMU's fw_cfg: a module
+	// parameter (the kernel leaves a loadable module's to whoever loads it, and the SATA controller's
+	// driver loads first thing), and a blacklisted module (kmod's modprobe.blacklist=), which must be left
+	// out of the modules loaded behind the API, every module of the image's list: e1000e, a NIC this VM
+	// does not have.
 	c := createCluster(t, "iso", bootTimeout, "--no-init", "--mode", "iso", "--disk-file", "cairn-etcd="+foreign,
-		"--kernel-arg", "libata.force=nodbdelay")
+		"--kernel-arg", "libata.force=nodbdelay", "--kernel-arg", "modprobe.blacklist=e1000e")
 	maint := func() []string { return c.maint(t, 0) } // no subtests here: t is the test's own
 	if s := status(t, maint()); s.State != "Boot" {
 		t.Fatalf("status = %+v, want Boot", s)
@@ -278,6 +280,14 @@ func TestISO(t *testing.T) {
 	}
 	if s := status(t, maint()); s.State != "Boot" || s.LockedBy != "" {
 		t.Errorf("status after the refused init = %+v, want Boot, unlocked", s)
+	}
+
+	// machined writes its module sets to the console; the last one behind the API loads the image's
+	// every other module, e1000 among them.
+	waitConsole(t, c.Nodes[0], 0, regexp.MustCompile(`msg="modules loaded" set=remaining`), 4*time.Minute)
+	waitConsole(t, c.Nodes[0], 0, regexp.MustCompile(`module left out: modprobe.blacklist on the command line names it" module=e1000e`), time.Second)
+	if out := mustCtl(t, time.Minute, append(maint(), "dmesg")...); !strings.Contains(out, "e1000: Intel(R) PRO/1000") || strings.Contains(out, "e1000e: Intel(R) PRO/1000") {
+		t.Errorf("kernel log: want e1000 loaded and e1000e not (modprobe.blacklist=e1000e)")
 	}
 
 	pid := listCluster(t, c.Name).Nodes[0].PID

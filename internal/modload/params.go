@@ -45,6 +45,26 @@ func ParseParams(line string) Params {
 // takes them: "" when the command line gives it none.
 func (p Params) For(file string) string { return strings.Join(p[ModuleName(file)], " ") }
 
+// Blacklisted says whether the command line's modprobe.blacklist= (kmod's: names separated by commas, the
+// word repeatable) names the module in file. Cairn's loaders then leave it out, as kmod's modprobe ignores
+// a blacklisted module's aliases; `modprobe.blacklist=nouveau` keeps a driver off a node as it does on any
+// distribution. (module_blacklist= is the kernel's own: it refuses such a module itself.)
+func (p Params) Blacklisted(file string) bool {
+	name := ModuleName(file)
+	for _, v := range p["modprobe"] {
+		list, ok := strings.CutPrefix(v, "blacklist=")
+		if !ok {
+			continue
+		}
+		for _, m := range strings.Split(list, ",") {
+			if strings.ReplaceAll(m, "-", "_") == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ModuleName is the name the kernel gives the module in file: its base name without ".ko" and a
 // compression suffix, dashes as underscores.
 func ModuleName(file string) string {

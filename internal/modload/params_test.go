@@ -49,3 +49,24 @@ func TestJoin(t *testing.T) {
 		}
 	}
 }
+
+func TestBlacklisted(t *testing.T) {
+	p := ParseParams("quiet modprobe.blacklist=nouveau,e1000e modprobe.blacklist=nvme-core module_blacklist=ahci modprobe.x=1")
+	for _, tc := range []struct {
+		file string
+		want bool
+	}{
+		{"kernel/drivers/gpu/drm/nouveau/nouveau.ko", true},
+		{"kernel/drivers/net/ethernet/intel/e1000e/e1000e.ko", true},
+		{"kernel/drivers/nvme/host/nvme-core.ko.xz", true},
+		{"kernel/drivers/net/ethernet/intel/e1000/e1000.ko", false},
+		{"kernel/drivers/ata/ahci.ko", false}, // the kernel's own list: it refuses the load itself
+	} {
+		if got := p.Blacklisted(tc.file); got != tc.want {
+			t.Errorf("Blacklisted(%q) = %v, want %v", tc.file, got, tc.want)
+		}
+	}
+	if ParseParams("").Blacklisted("kernel/fs/xfs/xfs.ko") {
+		t.Error("Blacklisted with no command line = true")
+	}
+}

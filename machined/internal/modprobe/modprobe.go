@@ -9,7 +9,7 @@
 //
 // It is not kmod's modprobe: there is no removal and no configuration directory, because nothing on a
 // node runs it but the kernel. Like kmod's, it gives a module the parameters the node's command line
-// has for it (MODULE.PARAM=VALUE, modload.Params). It is a name of machined rather than a binary of its
+// has for it (MODULE.PARAM=VALUE, modload.Params), and leaves out a module modprobe.blacklist= names. It is a name of machined rather than a binary of its
 // own because the download pays for a binary (about 1 MiB compressed), while a request, which comes only
 // once an add-on sets up its datapath, pays machined's package initialisation (18 ms natively, about half
 // a second of an emulated vCPU), its pages mostly in memory already as machined's.
@@ -126,9 +126,21 @@ func (s system) request(x *modules.Index, builtin map[string]bool, name string, 
 		s.report(level, fmt.Sprintf("modprobe %s: no module of this image provides it", name))
 		return false
 	}
-	n, err := modules.Loader{File: s.load, Params: s.params.For}.LoadFiles(s.dir, r.Files)
+	var left []string
+	skip := func(file string) bool {
+		if !s.params.Blacklisted(file) {
+			return false
+		}
+		left = append(left, modload.ModuleName(file))
+		return true
+	}
+	n, err := modules.Loader{File: s.load, Params: s.params.For, Skip: skip}.LoadFiles(s.dir, r.Files)
 	if err != nil {
 		s.report(3, fmt.Sprintf("modprobe %s: %v", name, err))
+		return false
+	}
+	if len(left) > 0 {
+		s.report(5, fmt.Sprintf("modprobe %s: %s left out: modprobe.blacklist on the command line names it", name, strings.Join(left, ", ")))
 		return false
 	}
 	if n > 0 {

@@ -75,6 +75,22 @@ func TestRunPassesCommandLineParams(t *testing.T) {
 	}
 }
 
+// A module the command line blacklists is not loaded, the kernel log says why, and the request fails.
+func TestRunLeavesOutBlacklisted(t *testing.T) {
+	n := newFakeNode(t)
+	n.line = "modprobe.blacklist=ipip"
+	if got := run([]string{"-q", "--", "rtnl-link-ipip"}, n.system()); got != 1 {
+		t.Errorf("run = %d, want 1", got)
+	}
+	want := []string{"kernel/net/ipv4/ip_tunnel.ko", "kernel/net/ipv4/tunnel4.ko"}
+	if diff := cmp.Diff(want, n.calls); diff != "" {
+		t.Errorf("files loaded (-want +got):\n%s", diff)
+	}
+	if len(n.log) != 1 || !strings.Contains(n.log[0], "<5>modprobe rtnl-link-ipip: ipip left out: modprobe.blacklist") {
+		t.Errorf("kernel log = %q, want ipip left out", n.log)
+	}
+}
+
 func TestRun(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

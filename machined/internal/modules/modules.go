@@ -74,14 +74,19 @@ type Loader struct {
 	// Params are a module file's parameters from the kernel command line (modload.Params.For); nil
 	// loads every module without any.
 	Params func(file string) string
+	// Skip says whether to leave a module file out (modload.Params.Blacklisted); nil leaves none out.
+	Skip func(file string) bool
 }
 
-// LoadFiles loads module files in the given order (dependencies first). A module for hardware the
-// machine lacks (ENODEV, ENXIO from its init) or one already loaded (EEXIST) is not an error; others are
-// returned together, each with the parameters it was given.
+// LoadFiles loads module files in the given order (dependencies first), but those Skip leaves out. A
+// module for hardware the machine lacks (ENODEV, ENXIO from its init) or one already loaded (EEXIST) is
+// not an error; others are returned together, each with the parameters it was given.
 func (l Loader) LoadFiles(dir string, rels []string) (loaded int, errs error) {
 	var all []error
 	for _, rel := range rels {
+		if l.Skip != nil && l.Skip(rel) {
+			continue
+		}
 		var params string
 		if l.Params != nil {
 			params = l.Params(rel)

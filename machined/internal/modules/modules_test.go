@@ -58,6 +58,20 @@ func TestLoadFilesPassesCommandLineParams(t *testing.T) {
 	}
 }
 
+// A module the command line blacklists is left out; the rest load.
+func TestLoadFilesSkipsBlacklisted(t *testing.T) {
+	p := modload.ParseParams("modprobe.blacklist=e1000e")
+	var calls []string
+	l := Loader{Skip: p.Blacklisted, File: func(file, _ string) error {
+		calls = append(calls, filepath.Base(file))
+		return nil
+	}}
+	n, err := l.LoadFiles("/m", []string{"a/e1000e.ko", "a/virtio_net.ko"})
+	if n != 1 || err != nil || !cmp.Equal(calls, []string{"virtio_net.ko"}) {
+		t.Errorf("LoadFiles = %d, %v, loaded %q; want only virtio_net loaded", n, err, calls)
+	}
+}
+
 func TestPaths(t *testing.T) {
 	list := []byte("kernel/fs/xfs/xfs.ko\n\n# comment\nkernel/drivers/char/hw_random/virtio-rng.ko.xz\nkernel/fs/nls/nls_iso8859-1.ko\n")
 	got := Paths(list, []string{"virtio_rng", "xfs"})
