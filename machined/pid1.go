@@ -55,8 +55,9 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	memoryAccountingAtStart(log)
 	sys.CtrlAltDelSignals() // ctrl-alt-del becomes SIGINT: a clean reboot
 	// The kernel gives MODULE.PARAM=VALUE only to the modules built into it; machined passes the node's
-	// command line's to the modules it loads, and leaves out those its modprobe.blacklist= names. That line is complete once fw_cfg's driver is loaded (QEMU's
-	// per-node arguments), and params is replaced then, before any other module loads.
+	// command line's to the modules it loads, and leaves out those its modprobe.blacklist= names. That
+	// line is complete once fw_cfg's driver is loaded (QEMU's per-node arguments), and params is replaced
+	// then, before any other module loads.
 	kernelLine, err := os.ReadFile(cmdline.Kernel)
 	if err != nil {
 		return fmt.Errorf("read the kernel command line: %w", err)
