@@ -77,8 +77,16 @@ func (b *bootModules) load(set string, names func() []string) {
 	if b.index == nil {
 		return
 	}
+	b.loadFiles(set, b.index.Files(names(), b.loaded()))
+}
+
+// loadFiles loads module files in order and logs the set: what it loaded, left out and failed to load.
+func (b *bootModules) loadFiles(set string, files []string) {
 	start := time.Now()
-	n, err := b.loader.LoadFiles(b.dir, b.index.Files(names(), b.loaded()))
+	n, left, err := b.loader.LoadFiles(b.dir, files)
+	for _, m := range left {
+		b.log.Info("module left out: modprobe.blacklist on the command line names it", "module", m)
+	}
 	if err != nil {
 		b.log.Warn("modules", "set", set, "error", err)
 	}
@@ -171,12 +179,7 @@ func (b *bootModules) background() {
 			if b.index == nil {
 				return
 			}
-			start := time.Now()
-			n, err := b.loader.LoadFiles(b.dir, b.index.Rest(b.loaded()))
-			if err != nil {
-				b.log.Warn("modules", "set", "remaining", "error", err)
-			}
-			b.log.Info("modules loaded", "set", "remaining", "count", n, "took", time.Since(start).Round(time.Millisecond))
+			b.loadFiles("remaining", b.index.Rest(b.loaded()))
 			b.answerRequests()
 		}()
 	})

@@ -63,21 +63,10 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		return fmt.Errorf("read the kernel command line: %w", err)
 	}
 	params := modload.ParseParams(string(kernelLine))
-	loader := modules.Loader{File: modload.Load, Params: func(file string) string { return params.For(file) },
-		Skip: func(file string) bool {
-			if !params.Blacklisted(file) {
-				return false
-			}
-			log.Info("module left out: modprobe.blacklist on the command line names it", "module", modload.ModuleName(file))
-			return true
-		}}
-	mods := newBootModules(log, loader, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
+	mods := newBootModules(log, modules.Loader{File: modload.Load, Params: &params}, filepath.Join("/lib/modules", kernelRelease()), "/sys", "/proc/modules")
 	mods.modprobeSysctl = "/proc/sys/kernel/modprobe"
 	mods.firmwareConfig()
-	line, err := cmdline.Read(os.ReadFile)
-	if err != nil {
-		return err
-	}
+	line := cmdline.WithFwCfg(kernelLine, os.ReadFile)
 	params = modload.ParseParams(line)
 	// The disk controllers' drivers load beside the rest: they wait for their links, DHCP for its server.
 	mods.startDisks()

@@ -17,8 +17,15 @@ func Read(readFile func(string) ([]byte, error)) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read the kernel command line: %w", err)
 	}
+	return WithFwCfg(line, readFile), nil
+}
+
+// WithFwCfg returns the kernel's line followed by the per-node arguments from QEMU's fw_cfg, when
+// there are any: for a caller that read the kernel's line already.
+func WithFwCfg(kernel []byte, readFile func(string) ([]byte, error)) string {
+	line := string(kernel)
 	if extra, err := readFile(FwCfg); err == nil {
-		line = append(append(line, ' '), extra...)
+		line += " " + string(extra)
 	}
-	return string(line), nil
+	return line
 }

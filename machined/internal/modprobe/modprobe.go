@@ -126,15 +126,7 @@ func (s system) request(x *modules.Index, builtin map[string]bool, name string, 
 		s.report(level, fmt.Sprintf("modprobe %s: no module of this image provides it", name))
 		return false
 	}
-	var left []string
-	skip := func(file string) bool {
-		if !s.params.Blacklisted(file) {
-			return false
-		}
-		left = append(left, modload.ModuleName(file))
-		return true
-	}
-	n, err := modules.Loader{File: s.load, Params: s.params.For, Skip: skip}.LoadFiles(s.dir, r.Files)
+	n, left, err := modules.Loader{File: s.load, Params: &s.params}.LoadFiles(s.dir, r.Files)
 	if err != nil {
 		s.report(3, fmt.Sprintf("modprobe %s: %v", name, err))
 		return false

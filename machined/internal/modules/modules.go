@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/cairn-os/cairn/internal/modload"
 )
 
 // Buses are the drivers of the transports other devices sit on: virtio over PCI (q35, real machines'
@@ -71,25 +73,25 @@ const ListName = "cairn.load"
 type Loader struct {
 	// File loads one module file with its parameters, no dependencies (modload.Load).
 	File func(path, params string) error
-	// Params are a module file's parameters from the kernel command line (modload.Params.For); nil
-	// loads every module without any.
-	Params func(file string) string
-	// Skip says whether to leave a module file out (modload.Params.Blacklisted); nil leaves none out.
-	Skip func(file string) bool
+	// Params are the kernel command line's module parameters and blacklist, read at each load (the
+	// caller may replace them as its command line grows); nil loads every module, without parameters.
+	Params *modload.Params
 }
 
-// LoadFiles loads module files in the given order (dependencies first), but those Skip leaves out. A
-// module for hardware the machine lacks (ENODEV, ENXIO from its init) or one already loaded (EEXIST) is
-// not an error; others are returned together, each with the parameters it was given.
-func (l Loader) LoadFiles(dir string, rels []string) (loaded int, errs error) {
+// LoadFiles loads module files in the given order (dependencies first), with their parameters, and
+// returns the names of those the command line blacklists, which it leaves out. A module for hardware
+// the machine lacks (ENODEV, ENXIO from its init) or one already loaded (EEXIST) is not an error; others
+// are returned together, each with the parameters it was given.
+func (l Loader) LoadFiles(dir string, rels []string) (loaded int, left []string, errs error) {
 	var all []error
 	for _, rel := range rels {
-		if l.Skip != nil && l.Skip(rel) {
-			continue
-		}
 		var params string
 		if l.Params != nil {
-			params = l.Params(rel)
+			if l.Params.Blacklisted(rel) {
+				left = append(left, modload.ModuleName(rel))
+				continue
+			}
+			params = l.Params.For(rel)
 		}
 		err := l.File(path.Join(dir, rel), params)
 		switch {
@@ -102,7 +104,7 @@ func (l Loader) LoadFiles(dir string, rels []string) (loaded int, errs error) {
 			all = append(all, fmt.Errorf("load module %s: %w", rel, err))
 		}
 	}
-	return loaded, errors.Join(all...)
+	return loaded, left, errors.Join(all...)
 }
 
 // Index is the image's module metadata.

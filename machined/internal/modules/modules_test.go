@@ -27,7 +27,7 @@ func TestLoadFilesToleratesMissingHardware(t *testing.T) {
 		}
 		return nil
 	}}
-	n, err := l.LoadFiles("/m", []string{"a/virtio_pci.ko", "a/e1000.ko", "a/virtio_net.ko", "a/broken.ko"})
+	n, _, err := l.LoadFiles("/m", []string{"a/virtio_pci.ko", "a/e1000.ko", "a/virtio_net.ko", "a/broken.ko"})
 	if n != 1 || err == nil || !strings.Contains(err.Error(), "broken") || strings.Contains(err.Error(), "e1000") {
 		t.Fatalf("LoadFiles = %d, %v; want 1 loaded and only the broken module reported", n, err)
 	}
@@ -41,14 +41,14 @@ func TestLoadFilesToleratesMissingHardware(t *testing.T) {
 func TestLoadFilesPassesCommandLineParams(t *testing.T) {
 	p := modload.ParseParams("quiet libata.force=nodbdelay nvme-core.io_timeout=x virtio_net.napi_tx=1")
 	got := map[string]string{}
-	l := Loader{Params: p.For, File: func(file, params string) error {
+	l := Loader{Params: &p, File: func(file, params string) error {
 		got[filepath.Base(file)] = params
 		if strings.HasPrefix(params, "io_timeout=x") {
 			return syscall.EINVAL
 		}
 		return nil
 	}}
-	n, err := l.LoadFiles("/m", []string{"kernel/drivers/ata/libata.ko", "kernel/drivers/ata/ahci.ko", "kernel/drivers/nvme/host/nvme-core.ko"})
+	n, _, err := l.LoadFiles("/m", []string{"kernel/drivers/ata/libata.ko", "kernel/drivers/ata/ahci.ko", "kernel/drivers/nvme/host/nvme-core.ko"})
 	want := map[string]string{"libata.ko": "force=nodbdelay", "ahci.ko": "", "nvme-core.ko": "io_timeout=x"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("parameters given (-want +got):\n%s", diff)
@@ -62,13 +62,13 @@ func TestLoadFilesPassesCommandLineParams(t *testing.T) {
 func TestLoadFilesSkipsBlacklisted(t *testing.T) {
 	p := modload.ParseParams("modprobe.blacklist=e1000e")
 	var calls []string
-	l := Loader{Skip: p.Blacklisted, File: func(file, _ string) error {
+	l := Loader{Params: &p, File: func(file, _ string) error {
 		calls = append(calls, filepath.Base(file))
 		return nil
 	}}
-	n, err := l.LoadFiles("/m", []string{"a/e1000e.ko", "a/virtio_net.ko"})
-	if n != 1 || err != nil || !cmp.Equal(calls, []string{"virtio_net.ko"}) {
-		t.Errorf("LoadFiles = %d, %v, loaded %q; want only virtio_net loaded", n, err, calls)
+	n, left, err := l.LoadFiles("/m", []string{"a/e1000e.ko", "a/virtio_net.ko"})
+	if n != 1 || err != nil || !cmp.Equal(calls, []string{"virtio_net.ko"}) || !cmp.Equal(left, []string{"e1000e"}) {
+		t.Errorf("LoadFiles = %d, %q, %v, loaded %q; want only virtio_net loaded, e1000e left out", n, left, err, calls)
 	}
 }
 
