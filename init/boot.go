@@ -56,6 +56,13 @@ func boot(s system, args, env []string) error {
 	if err := s.Mount(mount{dev, newRoot, rootFSType, rootMountFl, ""}); err != nil {
 		return fmt.Errorf("mount root image: %s (%s) on %s: %w", dev, rootFSType, newRoot, err)
 	}
+	mdev, err := s.AttachLoop(machinedImage)
+	if err != nil {
+		return fmt.Errorf("mount machined image: attach %s to a loop device: %w", machinedImage, err)
+	}
+	if err := s.Mount(mount{mdev, newRoot + machinedDir, rootFSType, rootMountFl, ""}); err != nil {
+		return fmt.Errorf("mount machined image: %s (%s) on %s: %w", mdev, rootFSType, newRoot+machinedDir, err)
+	}
 	if !s.Exists(newRoot + machined) {
 		return fmt.Errorf("root image has no %s", machined)
 	}

@@ -16,6 +16,7 @@ type fakeSystem struct {
 	files  map[string]string
 	absent map[string]bool
 	failOn string
+	loops  int // loop devices attached so far
 }
 
 func (f *fakeSystem) do(call string) error {
@@ -45,7 +46,9 @@ func (f *fakeSystem) LoadModule(file, params string) error {
 	return f.do(strings.TrimSpace("insmod " + file + " " + params))
 }
 func (f *fakeSystem) AttachLoop(file string) (string, error) {
-	return "/dev/loop0", f.do("losetup " + file)
+	dev := fmt.Sprintf("/dev/loop%d", f.loops)
+	f.loops++
+	return dev, f.do("losetup " + file)
 }
 func (f *fakeSystem) Exists(name string) bool {
 	f.calls = append(f.calls, "exists "+name)
@@ -87,6 +90,8 @@ func TestBootSequence(t *testing.T) {
 		"losetup /rootfs.squashfs",
 		"mkdir /newroot",
 		"mount /dev/loop0 /newroot squashfs 0x5 ",
+		"losetup /machined.squashfs",
+		"mount /dev/loop1 /newroot/usr/lib/cairn/machined squashfs 0x5 ",
 		"exists /newroot/sbin/machined",
 		"mount /proc /newroot/proc  0x2000 ",
 		"mount /sys /newroot/sys  0x2000 ",
@@ -185,6 +190,8 @@ func TestBootStopsAtFirstError(t *testing.T) {
 		{"insmod /lib/modules/6.1.0-test/kernel/fs/squashfs", "load module kernel/fs/squashfs/squashfs.ko: boom", "losetup"},
 		{"losetup", "mount root image: attach /rootfs.squashfs to a loop device: boom", "mkdir /newroot"},
 		{"mount /dev/loop0", "mount root image: /dev/loop0 (squashfs) on /newroot: boom", "free-initramfs"},
+		{"losetup /machined", "mount machined image: attach /machined.squashfs to a loop device: boom", "free-initramfs"},
+		{"mount /dev/loop1", "mount machined image: /dev/loop1 (squashfs) on /newroot/usr/lib/cairn/machined: boom", "free-initramfs"},
 		{"free-initramfs", "free initramfs: boom", "chroot"},
 		{"exec", "exec /sbin/machined: boom", ""},
 	}

@@ -20,11 +20,15 @@ var kernelMounts = []mount{
 
 // Paths inside the initramfs, written by the image builder (image/internal/build).
 const (
-	rootImage   = "/rootfs.squashfs" // the read-only root
-	rootFSType  = "squashfs"
-	newRoot     = "/newroot"
-	machined    = "/sbin/machined"
-	modulesDir  = "/lib/modules"
-	moduleList  = "cairn.load" // in modulesDir/RELEASE: module paths in load order
-	rootMountFl = unix.MS_RDONLY | unix.MS_NODEV
+	rootImage = "/rootfs.squashfs" // the read-only root
+	// machinedImage holds machined alone, mounted at machinedDir inside the root image, where the root
+	// image's /usr/sbin/machined links to (image/internal/rootfs: MachinedDir, and pack.go for why).
+	machinedImage = "/machined.squashfs"
+	machinedDir   = "/usr/lib/cairn/machined"
+	rootFSType    = "squashfs"
+	newRoot       = "/newroot"
+	machined      = "/sbin/machined"
+	modulesDir    = "/lib/modules"
+	moduleList    = "cairn.load" // in modulesDir/RELEASE: module paths in load order
+	rootMountFl   = unix.MS_RDONLY | unix.MS_NODEV
 )

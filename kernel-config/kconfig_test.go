@@ -68,7 +68,7 @@ func TestFragment(t *testing.T) {
 			t.Errorf("cairn.config: %s=%s, want y or m", k, v)
 		}
 	}
-	for _, k := range []string{"CONFIG_PVH", "CONFIG_RD_ZSTD", "CONFIG_DEVTMPFS", "CONFIG_SQUASHFS", "CONFIG_OVERLAY_FS", "CONFIG_BRIDGE_NETFILTER", "CONFIG_TCG_CRB", "CONFIG_EFI_STUB", "CONFIG_CGROUPS", "CONFIG_MEMCG"} {
+	for _, k := range []string{"CONFIG_PVH", "CONFIG_RD_ZSTD", "CONFIG_DEVTMPFS", "CONFIG_SQUASHFS", "CONFIG_SQUASHFS_ZSTD", "CONFIG_SQUASHFS_LZ4", "CONFIG_OVERLAY_FS", "CONFIG_BRIDGE_NETFILTER", "CONFIG_TCG_CRB", "CONFIG_EFI_STUB", "CONFIG_CGROUPS", "CONFIG_MEMCG"} {
 		if req[k] == "" {
 			t.Errorf("cairn.config lacks %s", k)
 		}

@@ -205,7 +205,7 @@ func loadAvg() string {
 // sizes lists each artifact's size (for sparse files the blocks they really take) and the bundle's.
 func sizes(dir string) []size {
 	var out []size
-	for _, f := range []string{"vmlinuz", "vmlinux", "initramfs.cpio.zst", "rootfs.squashfs", "payload.squashfs", "cairn.iso", "cairn.raw", "init", "machined", "cairnctl"} {
+	for _, f := range []string{"vmlinuz", "vmlinux", "initramfs.cpio.zst", "rootfs.squashfs", "machined.squashfs", "payload.squashfs", "cairn.iso", "cairn.raw", "init", "machined", "cairnctl"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil {
 			out = append(out, size{Name: f, Note: "missing"})

@@ -57,6 +57,8 @@ const (
 	Vmlinux   = "vmlinux"
 	InitBin   = "init"
 	RootImage = "rootfs.squashfs"
+	// MachinedImage holds machined alone, packed apart from the root image (rootfs/pack.go says why).
+	MachinedImage = "machined.squashfs"
 	// Payload is the Kubernetes payload's tree and PayloadImage its packed image (api/payload).
 	Payload      = "payload"
 	PayloadImage = "payload.squashfs"
@@ -127,7 +129,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, MachinedImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -233,7 +235,6 @@ func (b *builder) rootfs(ctx context.Context) error {
 	}
 	t, notes, err := rootfs.Build(rootfs.Config{
 		Version:       b.Version,
-		Machined:      b.Machined,
 		KernelVersion: b.k.Version,
 		ModulesDir:    b.k.Modules,
 		Modules:       b.rootMods,
@@ -251,7 +252,14 @@ func (b *builder) rootfs(ctx context.Context) error {
 	for _, n := range notes {
 		b.logf("[rootfs] note: %s", n)
 	}
-	return rootfs.Pack(ctx, t, b.out(".rootfs-stage"), b.out(RootImage), b.Epoch)
+	if err := rootfs.Pack(ctx, t, b.out(".rootfs-stage"), b.out(RootImage), b.Epoch, rootfs.RootCompression); err != nil {
+		return err
+	}
+	m, err := rootfs.MachinedTree(b.Machined)
+	if err != nil {
+		return err
+	}
+	return rootfs.Pack(ctx, m, b.out(".machined-stage"), b.out(MachinedImage), b.Epoch, rootfs.MachinedCompression)
 }
 
 func (b *builder) aliases() ([]byte, error) {
@@ -267,13 +275,14 @@ func (b *builder) aliases() ([]byte, error) {
 }
 
 // InitramfsTree lays out the initramfs: /init, the console node the kernel opens for init's output,
-// init's modules and their load list, and the root image.
-func InitramfsTree(initBin, rootImage, kver, modulesDir string, mods []string) (*tree.Tree, error) {
+// init's modules and their load list, the root image and the machined image.
+func InitramfsTree(initBin, rootImage, machinedImage, kver, modulesDir string, mods []string) (*tree.Tree, error) {
 	t := tree.New()
 	steps := []error{
 		t.Copy("/init", initBin, 0o755),
 		t.Add(tree.Entry{Path: "/dev/console", Kind: tree.CharDev, Perm: 0o600, Dev: [2]uint32{5, 1}}),
-		t.Copy("/rootfs.squashfs", rootImage, 0o644), // init's rootImage
+		t.Copy("/rootfs.squashfs", rootImage, 0o644),       // init's rootImage
+		t.Copy("/machined.squashfs", machinedImage, 0o644), // init's machinedImage
 		t.Bytes("/lib/modules/"+kver+"/"+rootfs.LoadListName, kmod.LoadList(mods), 0o644),
 	}
 	for _, m := range mods {
@@ -288,7 +297,7 @@ func InitramfsTree(initBin, rootImage, kver, modulesDir string, mods []string) (
 }
 
 func (b *builder) initramfs(ctx context.Context) error {
-	t, err := InitramfsTree(b.Init, b.out(RootImage), b.k.Version, b.k.Modules, b.initMods)
+	t, err := InitramfsTree(b.Init, b.out(RootImage), b.out(MachinedImage), b.k.Version, b.k.Modules, b.initMods)
 	if err != nil {
 		return err
 	}

@@ -53,11 +53,12 @@ func TestInitramfsLayout(t *testing.T) {
 	}
 	initBin := write("init", "#init binary#")
 	root := write("rootfs.squashfs", "squashfs image bytes")
+	machined := write("machined.squashfs", "machined image bytes")
 	mods := []string{"kernel/drivers/block/loop.ko", "kernel/fs/squashfs/squashfs.ko"}
 	for _, m := range mods {
 		write("modules/"+m, "module "+m)
 	}
-	tr, err := InitramfsTree(initBin, root, "6.1.0-test", filepath.Join(dir, "modules"), mods)
+	tr, err := InitramfsTree(initBin, root, machined, "6.1.0-test", filepath.Join(dir, "modules"), mods)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // Artifacts lists the files a build leaves in Out, in a fixed order.
-var Artifacts = []string{Vmlinuz, Vmlinux, InitBin, RootImage, Initramfs, UKIName, ISOName, RawName, UpgradeBundle}
+var Artifacts = []string{Vmlinuz, Vmlinux, InitBin, RootImage, MachinedImage, Initramfs, UKIName, ISOName, RawName, UpgradeBundle}
 
 // Sums returns the sha256 of each artifact present in dir.
 func Sums(dir string) (map[string]string, error) {

@@ -10,23 +10,35 @@ import (
 	"github.com/cairn-os/cairn/image/internal/tree"
 )
 
-// Why squashfs with LZ4 (high compression): the root image is inside the initramfs, which is already
-// zstd-compressed for download, and it stays in RAM for the node's whole life, decompressed a block at a
-// time as pages are read. Measured on this root image (50 MB: machined, modules, disk tools): zstd level
-// 6 makes 16.2 MB and LZ4-HC 20.3 MB in RAM, and both come to about 17-18 MB inside the compressed
-// initramfs; LZ4 decompresses several times faster, which under emulation is machined's start (every
-// page of its 25 MB binary that the Go runtime touches is decompressed by the emulated CPU). erofs
-// (25.7 MB with lz4hc) and an uncompressed image would cost more RAM still. The uncompressed one was
-// booted side by side with this one (bench, 2026-11-28, 5 rounds): its initramfs is smaller to download
-// (16.1 against 20.6 MiB, since the outer zstd then compresses machined itself), but the kernel unpacks
-// 63 MB instead of 26 before init runs (init started 0.72 s later) and machined started no faster (0.85
-// against 0.84 s from exec to its first line): first Status 5.98 s against 5.08 s. Smaller blocks, so a
-// first touch reads less, did not help either (same bench, 5 rounds): 32 KiB 5.09 s, 16 KiB 5.77 s,
-// against 5.06 s with the default 128 KiB.
+// Why two images, machined's LZ4 and the rest zstd: both sit inside the initramfs, which is already
+// zstd-compressed for download, and stay in RAM for the node's whole life, decompressed a block at a time
+// as pages are read; the kernel unpacks them before init runs, so every megabyte in them is paid at each
+// boot. machined is read page by page while it starts, which under emulation is the API's first answer:
+// LZ4 (high compression) decompresses several times faster than zstd on the emulated CPU. Packed all
+// zstd, the initramfs was 17.5 MiB instead of 21.3 and init's line came 0.28 s sooner, but machined
+// started 0.49 s later (first Status 4.81 s against 4.60 s, 7 boots each). The rest (modules, disk tools
+// and their libraries) is read a file at a time (a module's load, a tool's start) and mostly after the
+// first answer, so it is zstd: with machined apart, the initramfs went 20.4 → 19.4 MiB, init's line came
+// 0.28 s sooner and the first Status 0.18 s sooner (7 boots each way, 2026-12-06, docs/figures.md).
+// Its blocks stay at 128 KiB: the boot's module sets read a few small modules each, and 1 MiB blocks
+// (18.7 MiB initramfs) made each read decompress up to a megabyte of its neighbours: the buses' and the
+// NICs' sets took 195 and 134 ms against 147 and 95. Measured before on the single LZ4 image: an
+// uncompressed image made the kernel unpack 63 MB instead of 26 (init started 0.72 s later) and machined
+// started no faster; smaller blocks for machined (32 or 16 KiB) did not help either.
+
+// Compression is mksquashfs's compressor arguments.
+type Compression []string
+
+var (
+	// MachinedCompression packs the machined image (MachinedTree).
+	MachinedCompression = Compression{"-comp", "lz4", "-Xhc"}
+	// RootCompression packs the root image (Build), in mksquashfs's default 128 KiB blocks.
+	RootCompression = Compression{"-comp", "zstd", "-Xcompression-level", "19"}
+)
 
 // Pack stages t in stageDir and packs it into out as squashfs. All files are owned by root and carry
 // the time epoch; mksquashfs sorts directories itself and is reproducible by default.
-func Pack(ctx context.Context, t *tree.Tree, stageDir, out string, epoch int64) error {
+func Pack(ctx context.Context, t *tree.Tree, stageDir, out string, epoch int64, comp Compression) error {
 	if err := os.RemoveAll(stageDir); err != nil {
 		return err
 	}
@@ -38,11 +50,10 @@ func Pack(ctx context.Context, t *tree.Tree, stageDir, out string, epoch int64) 
 		return err
 	}
 	e := strconv.FormatInt(epoch, 10)
-	cmd := exec.CommandContext(ctx, "mksquashfs", stageDir, out,
+	args := []string{stageDir, out,
 		"-noappend", "-reproducible", "-all-root", "-no-xattrs", "-exit-on-error",
-		"-mkfs-time", e, "-all-time", e,
-		"-comp", "lz4", "-Xhc",
-		"-quiet", "-no-progress")
+		"-mkfs-time", e, "-all-time", e, "-quiet", "-no-progress"}
+	cmd := exec.CommandContext(ctx, "mksquashfs", append(args, comp...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mksquashfs %s: %w: %s", out, err, b)
 	}

@@ -3,7 +3,9 @@
 // Layout (merged /usr, like Debian, so host binaries find their loader and libraries unchanged):
 //
 //	/bin /sbin /lib /lib64   symlinks into /usr
-//	/usr/sbin/machined       the agent, exec'd by init as /sbin/machined
+//	/usr/sbin/machined       the agent, exec'd by init as /sbin/machined: a link into MachinedDir,
+//	                         where init mounts the machined image (MachinedTree; pack.go says why
+//	                         machined has an image of its own)
 //	/usr/libexec/cairn/modprobe  a link to machined, which answers the kernel's module requests by
 //	                         that name (machined/internal/modprobe)
 //	/usr/sbin/mkfs.xfs ...   disk tools from the build host, with their libraries in
@@ -35,6 +37,13 @@ import (
 // its /var/opt on /opt (what add-ons install on the host, such as a network add-on's CNI plugins).
 var MountPoints = []string{"/dev", "/proc", "/sys", "/run", "/tmp", "/var", "/opt", "/system/state", "/mnt", payload.MountPoint}
 
+// MachinedDir is the machined image's mount point in the root image, and MachinedBin the binary's name
+// in that image. init (init/mounts.go) mounts it there before it switches root.
+const (
+	MachinedDir = "/usr/lib/cairn/machined"
+	MachinedBin = "machined"
+)
+
 // LoadListName is the file, in /lib/modules/VERSION of both the initramfs and the rootfs, that lists
 // module paths in load order.
 const LoadListName = "cairn.load"
@@ -42,7 +51,6 @@ const LoadListName = "cairn.load"
 // Config is what goes into the root image.
 type Config struct {
 	Version       string   // Cairn's version, for os-release
-	Machined      string   // host path of the machined binary
 	KernelVersion string   // uname -r of the shipped kernel
 	ModulesDir    string   // host /lib/modules/VERSION
 	Modules       []string // module paths relative to ModulesDir, in load order
@@ -71,7 +79,10 @@ func Build(c Config) (*tree.Tree, []string, error) {
 	if err := t.Dirs(0o755, "/usr/bin", "/usr/sbin", "/etc"); err != nil {
 		return nil, nil, err
 	}
-	if err := t.Copy("/usr/sbin/machined", c.Machined, 0o755); err != nil {
+	if err := t.Dirs(0o755, MachinedDir); err != nil {
+		return nil, nil, err
+	}
+	if err := t.Link("/usr/sbin/machined", "../"+strings.TrimPrefix(MachinedDir, "/usr/")+"/"+MachinedBin); err != nil {
 		return nil, nil, err
 	}
 	// Not at the kernel's default modprobe path (/sbin/modprobe): see modload.Helper.
@@ -106,6 +117,15 @@ func Build(c Config) (*tree.Tree, []string, error) {
 		return nil, nil, err
 	}
 	return t, notes, nil
+}
+
+// MachinedTree is the machined image's tree: the binary alone, at its root.
+func MachinedTree(machined string) (*tree.Tree, error) {
+	t := tree.New()
+	if err := t.Copy("/"+MachinedBin, machined, 0o755); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 func osRelease(version string) []byte {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,7 +48,6 @@ func TestBuildLayout(t *testing.T) {
 	write("modules/modules.builtin")
 	tr, notes, err := Build(Config{
 		Version:       "v0.1.0",
-		Machined:      write("machined"),
 		KernelVersion: "6.1.0-test",
 		ModulesDir:    filepath.Join(dir, "modules"),
 		Modules:       []string{"kernel/fs/xfs/xfs.ko"},
@@ -84,12 +84,36 @@ func TestBuildLayout(t *testing.T) {
 	}
 }
 
-func TestBuildWithoutPayloadSaysSo(t *testing.T) {
+// machined travels in an image of its own, which init mounts where the root image's link points.
+func TestMachinedImage(t *testing.T) {
 	m := filepath.Join(t.TempDir(), "machined")
-	if err := os.WriteFile(m, nil, 0o755); err != nil {
+	if err := os.WriteFile(m, []byte("the agent"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tr, notes, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/"})
+	mt, err := MachinedTree(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := listing(mt), "d 0755 /\nf 0755 /machined\n"; got != want {
+		t.Errorf("MachinedTree() = %q, want %q", got, want)
+	}
+	root, _, err := Build(Config{KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	for _, e := range root.Entries() {
+		if e.Path == "/usr/sbin/machined" {
+			link = e.Link
+		}
+	}
+	if got := path.Join("/usr/sbin", link); got != MachinedDir+"/"+MachinedBin || !root.Has(MachinedDir) {
+		t.Errorf("root image's /usr/sbin/machined leads to %q (mount point there: %v), want %s/%s", got, root.Has(MachinedDir), MachinedDir, MachinedBin)
+	}
+}
+
+func TestBuildWithoutPayloadSaysSo(t *testing.T) {
+	tr, notes, err := Build(Config{KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +139,7 @@ func TestToolsShipWithTheirLibraries(t *testing.T) {
 	if _, ok := b.Libs["libc.so.6"]; !ok {
 		t.Errorf("mkfs.xfs libraries %v lack libc.so.6", b.Sonames())
 	}
-	m := filepath.Join(t.TempDir(), "machined")
-	if err := os.WriteFile(m, nil, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tr, _, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/",
+	tr, _, err := Build(Config{KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/",
 		Tools: []string{"/usr/sbin/mkfs.xfs", "/usr/sbin/mke2fs"}})
 	if err != nil {
 		t.Fatal(err)
@@ -154,11 +174,7 @@ func TestToolsIsTheRootImageLayout(t *testing.T) {
 			t.Errorf("Tools() lacks %s", p)
 		}
 	}
-	m := filepath.Join(t.TempDir(), "machined")
-	if err := os.WriteFile(m, nil, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, _, err := Build(Config{Machined: m, KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/", Tools: tools})
+	root, _, err := Build(Config{KernelVersion: "v", ModulesDir: t.TempDir(), HostRoot: "/", Tools: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
