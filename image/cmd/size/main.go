@@ -3,8 +3,8 @@
 //
 //	go run ./image/cmd/size [-out _out] [-json FILE]
 //
-// The downloads (ISO, raw disk compressed with zstd) and their two parts (the boot part: kernel and
-// initramfs; the Kubernetes payload) are measured as they are. Inside the payload, each binary and each
+// The downloads (ISO, raw disk compressed with zstd) and their parts (the kernel; the boot part, with
+// the two squashfs images inside it; the Kubernetes payload) are measured as they are. Inside the payload, each binary and each
 // image layer is compressed alone as the payload packs it (zstd at level 19, no match farther back than
 // its 1 MiB blocks), which estimates its share; results are cached under OUT/.size by content hash.
 package main
@@ -75,7 +75,9 @@ func measure(out string) ([]row, error) {
 		rows = append(rows, row{Piece: "cairn.raw.zst (download)", Compressed: n, Note: "the raw disk, zstd -19"})
 	}
 	file("  kernel", "vmlinuz", kernelNote(filepath.Join(out, "vmlinuz")))
-	file("  boot part", "initramfs.cpio.zst", "init, machined, modules, disk tools (zstd)")
+	file("  boot part", "initramfs.cpio.zst", "init and the two images below, zstd -19 over them")
+	file("    machined image", "machined.squashfs", "machined (squashfs, LZ4: paged in fast while it starts), as the kernel unpacks it")
+	file("    root image", "rootfs.squashfs", "modules, disk tools and their libraries (squashfs, zstd), as the kernel unpacks it")
 	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (zstd -19, 1 MiB window)")
 	pieces, err := payloadPieces(out)
 	if err != nil {
