@@ -4,9 +4,10 @@
 //	go run ./image/cmd/size [-out _out] [-json FILE]
 //
 // The downloads (ISO, raw disk compressed with zstd) and their parts (the kernel; the boot part, with
-// the two squashfs images inside it; the Kubernetes payload) are measured as they are. Inside the payload, each binary and each
-// image layer is compressed alone as the payload packs it (zstd at level 19, no match farther back than
-// its 1 MiB blocks), which estimates its share; results are cached under OUT/.size by content hash.
+// the two squashfs images inside it; the Kubernetes payload) are measured as they are. Inside the
+// payload, each binary and each image layer is compressed alone as the payload packs it (zstd at level
+// 19, no match farther back than its 1 MiB blocks), which estimates its share; results are cached under
+// OUT/.size by content hash.
 package main
 
 import (

@@ -9,10 +9,11 @@
 //
 // It is not kmod's modprobe: there is no removal and no configuration directory, because nothing on a
 // node runs it but the kernel. Like kmod's, it gives a module the parameters the node's command line
-// has for it (MODULE.PARAM=VALUE, modload.Params), and leaves out a module modprobe.blacklist= names. It is a name of machined rather than a binary of its
-// own because the download pays for a binary (about 1 MiB compressed), while a request, which comes only
-// once an add-on sets up its datapath, pays machined's package initialisation (18 ms natively, about half
-// a second of an emulated vCPU), its pages mostly in memory already as machined's.
+// has for it (MODULE.PARAM=VALUE, modload.Params), and leaves out a module modprobe.blacklist= names.
+// It is a name of machined rather than a binary of its own because the download pays for a binary
+// (about 1 MiB compressed), while a request, which comes only once an add-on sets up its datapath, pays
+// machined's package initialisation (18 ms natively, about half a second of an emulated vCPU), its pages
+// mostly in memory already as machined's.
 package modprobe
 
 import (
