@@ -76,7 +76,7 @@ func measure(out string) ([]row, error) {
 		rows = append(rows, row{Piece: "cairn.raw.zst (download)", Compressed: n, Note: "the raw disk, zstd -19"})
 	}
 	file("  kernel", "vmlinuz", kernelNote(filepath.Join(out, "vmlinuz")))
-	file("  boot part", "initramfs.cpio.zst", "init and the two images below, zstd -19 over them")
+	file("  boot part", "initramfs.cpio.zst", "the two images below as they are, then init and its modules in zstd -19")
 	file("    machined image", "machined.squashfs", "machined (squashfs, LZ4: paged in fast while it starts), as the kernel unpacks it")
 	file("    root image", "rootfs.squashfs", "modules, disk tools and their libraries (squashfs, zstd), as the kernel unpacks it")
 	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (zstd -19, 1 MiB window)")

@@ -296,12 +296,17 @@ func InitramfsTree(initBin, rootImage, machinedImage, kver, modulesDir string, m
 	return t, nil
 }
 
+// storedImages travel in the initramfs as they are, outside its zstd: both are compressed squashfs images
+// already, and the kernel would decompress the zstd over them at every boot (initramfs.Write says what
+// that cost).
+var storedImages = []string{"/" + RootImage, "/" + MachinedImage}
+
 func (b *builder) initramfs(ctx context.Context) error {
 	t, err := InitramfsTree(b.Init, b.out(RootImage), b.out(MachinedImage), b.k.Version, b.k.Modules, b.initMods)
 	if err != nil {
 		return err
 	}
-	if err := initramfs.Write(ctx, b.out(Initramfs), t, b.Epoch); err != nil {
+	if err := initramfs.Write(ctx, b.out(Initramfs), t, b.Epoch, storedImages...); err != nil {
 		return err
 	}
 	return touch(b.out(Initramfs), b.Epoch)

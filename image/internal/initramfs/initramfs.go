@@ -1,6 +1,6 @@
-// Package initramfs writes a tree.Tree as a newc cpio archive, compressed with zstd, which the kernel
-// unpacks into its rootfs before running /init. Entries are sorted, owned by root and stamped with one
-// time, and the zstd command runs single-threaded, so equal inputs give equal bytes.
+// Package initramfs writes a tree.Tree as the kernel's initramfs, which it unpacks into its rootfs before
+// running /init: newc cpio archives, one of them compressed with zstd. Entries are sorted, owned by root
+// and stamped with one time, and the zstd command runs single-threaded, so equal inputs give equal bytes.
 package initramfs
 
 import (
@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/u-root/u-root/pkg/cpio"
 
@@ -19,9 +20,14 @@ import (
 
 // WriteCPIO writes t to w as newc cpio.
 func WriteCPIO(w io.Writer, t *tree.Tree, mtime int64) error {
+	return writeEntries(w, t.Entries(), 1, mtime)
+}
+
+// writeEntries writes entries to w as one newc archive, numbering their inodes from ino.
+func writeEntries(w io.Writer, entries []tree.Entry, ino uint64, mtime int64) error {
 	rw := cpio.Newc.Writer(w)
-	for i, e := range t.Entries() {
-		rec, err := record(e, uint64(i+1), uint64(mtime))
+	for i, e := range entries {
+		rec, err := record(e, ino+uint64(i), uint64(mtime))
 		if err != nil {
 			return err
 		}
@@ -75,19 +81,79 @@ func record(e tree.Entry, ino, mtime uint64) (cpio.Record, error) {
 }
 
 // zstdArgs compress the archive: the zstd command at level 19, single-threaded (its output then
-// depends only on the input and on the build host's zstd, as the root image's does on its mksquashfs). zstd decompresses as fast whatever the level, so the kernel's
-// unpacking at every boot costs no more. The root image inside is LZ4 (rootfs/pack.go), which this pass
-// compresses by another fifth: the 28.0 MB archive came to 22.4 MB with the Go encoder's best level
-// (klauspost/compress, about zstd's level 11), 21.4 MB with zstd -19 (21.1 MB with --ultra -22, whose
-// 32 MiB window the kernel would have to allocate while it unpacks).
+// depends only on the input and on the build host's zstd, as the images' does on mksquashfs). zstd
+// decompresses as fast whatever the level.
 var zstdArgs = []string{"-19", "-T1", "-q", "-c"}
 
-// Write writes t to path as a zstd-compressed cpio archive.
-func Write(ctx context.Context, path string, t *tree.Tree, mtime int64) error {
+// Write writes t to path as an initramfs: the files at the stored paths first, as a plain newc archive,
+// then every other entry as a zstd-compressed one. The kernel unpacks concatenated archives in order, each
+// compressed or not, as it does early microcode's before the initramfs proper.
+//
+// stored is for files that are compressed already: squashfs images. The kernel decompresses the whole
+// initramfs before init runs, on the boot's one CPU; under emulation its zstd made about 24 MB a second,
+// and zstd over an LZ4 image still finds a sixth to take off, so every boot paid half a second for
+// 1.8 MB of download (docs/figures.md). Stored files must sit at the root: the plain archive comes
+// first, before any directory exists.
+func Write(ctx context.Context, path string, t *tree.Tree, mtime int64, stored ...string) error {
+	plain, packed, err := split(t.Entries(), stored)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
+	err = writePlain(f, plain, mtime)
+	if err == nil {
+		// zstd appends at f's offset, which it shares: after the plain archive.
+		err = writeZstd(ctx, f, packed, uint64(len(plain))+1, mtime)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// split separates the entries at the stored paths (regular files at the root) from the others.
+func split(entries []tree.Entry, stored []string) (plain, packed []tree.Entry, err error) {
+	want := make(map[string]bool, len(stored))
+	for _, p := range stored {
+		want[p] = true
+	}
+	for _, e := range entries {
+		if !want[e.Path] {
+			packed = append(packed, e)
+			continue
+		}
+		if e.Kind != tree.File || strings.Count(e.Path, "/") != 1 {
+			return nil, nil, fmt.Errorf("%s: only a regular file at the root can be stored uncompressed", e.Path)
+		}
+		plain = append(plain, e)
+		delete(want, e.Path)
+	}
+	for p := range want {
+		return nil, nil, fmt.Errorf("%s: not in the initramfs, so it cannot be stored uncompressed", p)
+	}
+	return plain, packed, nil
+}
+
+// writePlain writes entries to f as a plain archive; none: nothing.
+func writePlain(f *os.File, entries []tree.Entry, mtime int64) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := writeEntries(bw, entries, 1, mtime); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// writeZstd appends entries to f as a zstd-compressed archive, numbering their inodes from ino.
+func writeZstd(ctx context.Context, f *os.File, entries []tree.Entry, ino uint64, mtime int64) error {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, "zstd", zstdArgs...)
 	cmd.Stdout, cmd.Stderr = f, &stderr
@@ -96,11 +162,10 @@ func Write(ctx context.Context, path string, t *tree.Tree, mtime int64) error {
 		err = cmd.Start()
 	}
 	if err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: zstd: %w", path, err)
+		return fmt.Errorf("zstd: %w", err)
 	}
 	bw := bufio.NewWriterSize(in, 1<<20)
-	err = WriteCPIO(bw, t, mtime)
+	err = writeEntries(bw, entries, ino, mtime)
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
 	}
@@ -110,13 +175,7 @@ func Write(ctx context.Context, path string, t *tree.Tree, mtime int64) error {
 	if werr := cmd.Wait(); err == nil && werr != nil {
 		err = fmt.Errorf("zstd: %w: %s", werr, bytes.TrimSpace(stderr.Bytes()))
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 // List renders an uncompressed cpio archive as one line per entry: mode, uid/gid, size, mtime, name

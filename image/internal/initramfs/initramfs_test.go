@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -67,5 +68,77 @@ func TestWriteIsReproducibleZstdCPIO(t *testing.T) {
 		"0120777 0/0        8 1700000000 sbin -> usr/sbin\n"
 	if got != want {
 		t.Errorf("List(Write()) =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The stored images come first, as a plain archive the kernel copies without decompressing, and the rest
+// follows in zstd: each archive lists only its own entries.
+func TestWriteStoresImagesUncompressed(t *testing.T) {
+	if _, err := exec.LookPath("zstd"); err != nil {
+		t.Skipf("no zstd command (make image installs it): %v", err)
+	}
+	dir := t.TempDir()
+	tr := tree.New()
+	for _, err := range []error{
+		tr.Bytes("/init", []byte("init"), 0o755),
+		tr.Bytes("/root.squashfs", bytes.Repeat([]byte("image"), 100), 0o644),
+		tr.Bytes("/lib/modules/loop.ko", []byte("module"), 0o644),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(dir, "out.cpio.zst")
+	if err := Write(context.Background(), p, tr, 1700000000, "/root.squashfs"); err != nil {
+		t.Fatalf("Write() = %v", err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := bytes.Index(b, []byte{0x28, 0xb5, 0x2f, 0xfd}) // zstd's magic number
+	if frame < 0 {
+		t.Fatalf("Write() wrote no zstd frame")
+	}
+	plain, err := List(b[:frame])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "0100644 0/0      500 1700000000 root.squashfs\n"; plain != want {
+		t.Errorf("the plain archive lists\n%s\nwant\n%s", plain, want)
+	}
+	zr, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	raw, err := zr.DecodeAll(b[frame:], nil)
+	if err != nil {
+		t.Fatalf("zstd: %v", err)
+	}
+	packed, err := List(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "0040755 0/0        0 1700000000 .\n" +
+		"0100755 0/0        4 1700000000 init\n" +
+		"0040755 0/0        0 1700000000 lib\n" +
+		"0040755 0/0        0 1700000000 lib/modules\n" +
+		"0100644 0/0        6 1700000000 lib/modules/loop.ko\n"
+	if packed != want {
+		t.Errorf("the zstd archive lists\n%s\nwant\n%s", packed, want)
+	}
+}
+
+func TestWriteRefusesWhatCannotBeStored(t *testing.T) {
+	tr := tree.New()
+	if err := tr.Bytes("/lib/modules/loop.ko", []byte("module"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, stored := range []string{"/lib/modules/loop.ko", "/lib", "/missing.squashfs"} {
+		err := Write(context.Background(), filepath.Join(t.TempDir(), "out"), tr, 1700000000, stored)
+		if err == nil || !strings.Contains(err.Error(), stored) {
+			t.Errorf("Write(stored %s) = %v, want an error naming it", stored, err)
+		}
 	}
 }
