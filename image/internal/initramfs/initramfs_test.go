@@ -48,19 +48,7 @@ func TestWriteIsReproducibleZstdCPIO(t *testing.T) {
 	if !bytes.Equal(outs[0], outs[1]) {
 		t.Errorf("Write() twice gave different bytes")
 	}
-	zr, err := zstd.NewReader(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	raw, err := zr.DecodeAll(outs[0], nil)
-	if err != nil {
-		t.Fatalf("zstd: %v", err)
-	}
-	got, err := List(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := listZstd(t, outs[0])
 	want := "0040755 0/0        0 1700000000 .\n" +
 		"0040755 0/0        0 1700000000 dev\n" +
 		"0020600 0/0        0 1700000000 dev/console dev 5,1\n" +
@@ -107,19 +95,7 @@ func TestWriteStoresImagesUncompressed(t *testing.T) {
 	if want := "0100644 0/0      500 1700000000 root.squashfs\n"; plain != want {
 		t.Errorf("the plain archive lists\n%s\nwant\n%s", plain, want)
 	}
-	zr, err := zstd.NewReader(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	raw, err := zr.DecodeAll(b[frame:], nil)
-	if err != nil {
-		t.Fatalf("zstd: %v", err)
-	}
-	packed, err := List(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	packed := listZstd(t, b[frame:])
 	want := "0040755 0/0        0 1700000000 .\n" +
 		"0100755 0/0        4 1700000000 init\n" +
 		"0040755 0/0        0 1700000000 lib\n" +
@@ -141,4 +117,23 @@ func TestWriteRefusesWhatCannotBeStored(t *testing.T) {
 			t.Errorf("Write(stored %s) = %v, want an error naming it", stored, err)
 		}
 	}
+}
+
+// listZstd lists the zstd-compressed cpio archive b.
+func listZstd(t *testing.T, b []byte) string {
+	t.Helper()
+	zr, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	raw, err := zr.DecodeAll(b, nil)
+	if err != nil {
+		t.Fatalf("zstd: %v", err)
+	}
+	got, err := List(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
