@@ -281,8 +281,8 @@ func InitramfsTree(initBin, rootImage, machinedImage, kver, modulesDir string, m
 	steps := []error{
 		t.Copy("/init", initBin, 0o755),
 		t.Add(tree.Entry{Path: "/dev/console", Kind: tree.CharDev, Perm: 0o600, Dev: [2]uint32{5, 1}}),
-		t.Copy("/rootfs.squashfs", rootImage, 0o644),       // init's rootImage
-		t.Copy("/machined.squashfs", machinedImage, 0o644), // init's machinedImage
+		t.Copy("/"+RootImage, rootImage, 0o644),         // init's rootImage
+		t.Copy("/"+MachinedImage, machinedImage, 0o644), // init's machinedImage
 		t.Bytes("/lib/modules/"+kver+"/"+rootfs.LoadListName, kmod.LoadList(mods), 0o644),
 	}
 	for _, m := range mods {
