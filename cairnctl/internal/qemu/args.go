@@ -90,7 +90,7 @@ func kernelArgs(c Config, tscKHz int) []string {
 // picks its REP STOSQ/MOVSQ routines, eight bytes a pass. Measured in the boot row's VM (2026-12-06,
 // docs/figures.md): a page's fault and clearing 11 → 5.7 µs, the kernel's part of the boot (it copies the
 // initramfs) 0.15 s shorter, machined's start 0.2 s shorter. A guest sees a CPU without fast strings, as
-// on many real ones; nothing else changes.
+// on many real ones; Go programs in it clear large blocks with their AVX2 loop instead of REP STOSQ.
 const tcgCPU = "max,erms=off,fsrm=off"
 
 // args builds QEMU's command line. ports maps guest TCP ports to host ports. It only reads c, so the
