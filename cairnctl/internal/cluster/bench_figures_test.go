@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cairn-os/cairn/cairnctl/internal/qemu"
 )
 
 // figure is one row of the table: a single value, or a series of samples summarised as median [min–max].
@@ -174,8 +176,8 @@ func hostInfo() string {
 	_ = syscall.Sysinfo(&si)
 	qv, _ := exec.Command("qemu-system-x86_64", "--version").Output()
 	first, _, _ := strings.Cut(string(qv), "\n")
-	return fmt.Sprintf("machine: %s, %d cores, %.1f GiB RAM, %s, load %s; QEMU runs with -accel tcg (emulation): KVM hangs on this machine class",
-		model, runtime.NumCPU(), float64(si.Totalram)*float64(si.Unit)/(1<<30), first, loadAvg())
+	return fmt.Sprintf("machine: %s, %d cores, %.1f GiB RAM, %s, load %s; QEMU runs with -accel tcg (emulation) -cpu %s: KVM hangs on this machine class",
+		model, runtime.NumCPU(), float64(si.Totalram)*float64(si.Unit)/(1<<30), first, loadAvg(), qemu.CPUModel)
 }
 
 // kernelVersion is the release in the version banner inside the image's vmlinux ("Linux version

@@ -83,15 +83,15 @@ func kernelArgs(c Config, tscKHz int) []string {
 	return append(a, c.Cmdline...)
 }
 
-// tcgCPU is the emulated CPU: every feature TCG has, but for the two that tell the guest's kernel that
-// byte-wise string instructions are fast (ERMS, FSRM). With them the kernel clears each new page with
-// REP STOSB and copies with REP MOVSB, and QEMU's TCG (7.2, Debian 12's) runs a REP instruction one
-// element per pass through its translated loop: a 4 KiB page took 4096 passes. Without them the kernel
+// CPUModel is every VM's emulated CPU (-cpu): every feature TCG has, but for the two that tell the guest's
+// kernel that byte-wise string instructions are fast (ERMS, FSRM). With them the kernel clears each new
+// page with REP STOSB and copies with REP MOVSB, and QEMU's TCG (7.2, Debian 12's) runs a REP instruction
+// one element per pass through its translated loop: a 4 KiB page took 4096 passes. Without them the kernel
 // picks its REP STOSQ/MOVSQ routines, eight bytes a pass. Measured in the boot row's VM (2026-12-06,
 // docs/figures.md): a page's fault and clearing 11 → 5.7 µs, the kernel's part of the boot (it copies the
 // initramfs) 0.15 s shorter, machined's start 0.2 s shorter. A guest sees a CPU without fast strings, as
 // on many real ones; Go programs in it clear large blocks with their AVX2 loop instead of REP STOSQ.
-const tcgCPU = "max,erms=off,fsrm=off"
+const CPUModel = "max,erms=off,fsrm=off"
 
 // args builds QEMU's command line. ports maps guest TCP ports to host ports. It only reads c, so the
 // tests compare it with golden files.
@@ -116,12 +116,12 @@ func args(c Config, ports map[int]int, tscKHz int) []string {
 		// virtio-mmio devices, announced through ACPI: Debian's virtio_mmio cannot take them from the
 		// command line. The legacy PIC/PIT are not needed with tsc_early_khz and the LAPIC timer.
 		virtioSuffix = "device"
-		a = append(a, "-M", "microvm,acpi=on,pit=off,pic=off,isa-serial=on,rtc=on,auto-kernel-cmdline=off", "-cpu", tcgCPU)
+		a = append(a, "-M", "microvm,acpi=on,pit=off,pic=off,isa-serial=on,rtc=on,auto-kernel-cmdline=off", "-cpu", CPUModel)
 	case c.Mode == ModeVmlinux:
 		// qboot instead of SeaBIOS: it only jumps to the PVH entry, about 1 s sooner.
-		a = append(a, "-M", "q35,smm=off,vmport=off", "-cpu", tcgCPU, "-bios", "qboot.rom")
+		a = append(a, "-M", "q35,smm=off,vmport=off", "-cpu", CPUModel, "-bios", "qboot.rom")
 	default:
-		a = append(a, "-M", "q35,smm=off,vmport=off", "-cpu", tcgCPU)
+		a = append(a, "-M", "q35,smm=off,vmport=off", "-cpu", CPUModel)
 	}
 	if !c.RTCBase.IsZero() {
 		a = append(a, "-rtc", "base="+c.RTCBase.UTC().Format("2006-01-02T15:04:05"))
