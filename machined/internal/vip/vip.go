@@ -6,7 +6,10 @@
 // claim succeeds within the lease's time-to-live; a holder that shuts down releases the key at once.
 //
 // A holder that cannot renew drops the address before its lease can have expired in etcd, so two nodes
-// never answer for the address at once longer than one renewal period.
+// never answer for the address at once. It counts the lease's life from when it sent the call that
+// renewed it, not from when the answer came: an etcd that answers late (a member whose applies lag, a
+// vCPU shared with the API server) renewed the lease somewhere in between, and a holder counting from
+// the answer kept the address while another control plane had already claimed it.
 package vip
 
 import (
@@ -127,6 +130,9 @@ func (h *Holder) round(ctx context.Context) error {
 		return err
 	}
 	defer closeStore()
+	// renewed is when the lease was last renewed, at the latest: the time the call that renewed it was
+	// sent. etcd renewed it later than that, so it cannot expire before renewed + TTL.
+	renewed := time.Now()
 	lease, err := s.GrantLease(ctx, h.ttl())
 	if err != nil {
 		return err
@@ -140,22 +146,49 @@ func (h *Holder) round(ctx context.Context) error {
 		}
 		h.setHolder(holder)
 		if holder == h.Node {
-			return h.hold(ctx, s, lease, tick.C)
+			return h.hold(ctx, s, lease, renewed, tick.C)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
+		sent := time.Now()
 		if _, err := s.KeepAlive(ctx, lease); err != nil {
 			return err
 		}
+		renewed = sent
 	}
 }
 
-// hold keeps the address while the lease lives.
-func (h *Holder) hold(ctx context.Context, s Store, lease int64, tick <-chan time.Time) error {
+// dropBy is when a holder whose lease was last renewed at renewed must have dropped the address: one
+// renewal period before the lease can expire in etcd, the time the address takes to come off.
+func (h *Holder) dropBy(renewed time.Time) time.Time { return renewed.Add(h.ttl() - h.renew()) }
+
+// keepAlive renews the lease, giving up at dropBy: an answer after that would come too late to keep the
+// address (the etcd client's own timeout is longer than the lease).
+func (h *Holder) keepAlive(ctx context.Context, s Store, lease int64, renewed time.Time) error {
+	kctx, cancel := context.WithDeadline(ctx, h.dropBy(renewed))
+	defer cancel()
+	_, err := s.KeepAlive(kctx, lease)
+	if err != nil && ctx.Err() == nil && kctx.Err() != nil {
+		return fmt.Errorf("etcd did not renew lease %x within %v of its last renewal: %w", lease, h.ttl()-h.renew(), err)
+	}
+	return err
+}
+
+// hold keeps the address while the lease lives; renewed is as in round.
+func (h *Holder) hold(ctx context.Context, s Store, lease int64, renewed time.Time, tick <-chan time.Time) error {
 	key := Key(h.VIP)
+	// A claim that came back late leaves less than a renewal period of the lease: renew it before the
+	// address goes up rather than put up an address that may have to come down at once.
+	if time.Until(h.dropBy(renewed)) < h.renew() {
+		at := time.Now()
+		if err := h.keepAlive(ctx, s, lease, renewed); err != nil {
+			return err
+		}
+		renewed = at
+	}
 	link, err := h.Link.Add(h.VIP)
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.Background(), h.ttl())
@@ -175,7 +208,9 @@ func (h *Holder) hold(ctx context.Context, s Store, lease int64, tick <-chan tim
 		}
 	}
 	announce()
-	renewed := time.Now()
+	// The deadline fires when renewals have failed fast and the next tick would come too late.
+	deadline := time.NewTimer(time.Until(h.dropBy(renewed)))
+	defer deadline.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -189,23 +224,30 @@ func (h *Holder) hold(ctx context.Context, s Store, lease int64, tick <-chan tim
 				h.Log.Warn("vip: release the election key (the next holder waits for the lease to expire)", "error", err)
 			}
 			return nil
+		case <-deadline.C:
+			return h.lose(fmt.Errorf("etcd renewed lease %x in none of the calls of the last %v", lease, h.ttl()-h.renew()))
 		case <-tick:
 		}
 		announce()
-		_, err := s.KeepAlive(ctx, lease)
+		at := time.Now()
+		err := h.keepAlive(ctx, s, lease, renewed)
 		if err == nil {
-			renewed = time.Now()
+			renewed = at
+			deadline.Reset(time.Until(h.dropBy(renewed)))
 			continue
 		}
-		// The lease may expire in etcd TTL after the last renewal etcd saw: drop the address one renewal
-		// period before that can happen, so another holder never overlaps this one for longer.
-		if errors.Is(err, etcdops.ErrLeaseGone) || time.Since(renewed) >= h.ttl()-h.renew() {
-			h.drop()
-			h.setHolder("")
-			h.event(Lost, fmt.Sprintf("this node gave up the API's virtual IP %s: %v", h.VIP, err))
-			return err
+		if errors.Is(err, etcdops.ErrLeaseGone) || !time.Now().Before(h.dropBy(renewed)) {
+			return h.lose(err)
 		}
 	}
+}
+
+// lose drops the address because the lease is gone or may be about to be.
+func (h *Holder) lose(err error) error {
+	h.drop()
+	h.setHolder("")
+	h.event(Lost, fmt.Sprintf("this node gave up the API's virtual IP %s: %v", h.VIP, err))
+	return err
 }
 
 func (h *Holder) drop() {

@@ -105,6 +105,9 @@ func (l fakeLink) Add(netip.Addr) (string, error) {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
 	if !slices.Contains(l.c.holders, l.node) {
+		if len(l.c.holders) > 0 {
+			l.c.overlaps = append(l.c.overlaps, fmt.Sprintf("%s took the address while %v had it", l.node, l.c.holders))
+		}
 		l.c.holders = append(l.c.holders, l.node)
 	}
 	return "eth1", nil
@@ -121,10 +124,11 @@ func (l fakeLink) Announce(netip.Addr, string) error { return nil }
 
 // cluster is control planes sharing one etcd and one network.
 type cluster struct {
-	etcd    *fakeEtcd
-	mu      sync.Mutex
-	holders []string // who has the address on its link now
-	events  []string
+	etcd     *fakeEtcd
+	mu       sync.Mutex
+	holders  []string // who has the address on its link now
+	events   []string
+	overlaps []string // each time a node took the address while another still had it
 }
 
 func (c *cluster) node(name string) *Holder {
@@ -236,3 +240,83 @@ func (failingLink) Add(netip.Addr) (string, error) {
 }
 func (failingLink) Remove(netip.Addr) error           { return nil }
 func (failingLink) Announce(netip.Addr, string) error { return nil }
+
+// lateSession is a node whose etcd member falls behind: its first renewal reaches the leader at once but
+// is answered late, and the calls after it are not answered at all until the client's own timeout, which
+// is longer than what is left of the lease.
+type lateSession struct {
+	session
+	late, timeout time.Duration
+	mu            sync.Mutex
+	calls         int
+}
+
+func (s *lateSession) KeepAlive(ctx context.Context, id int64) (time.Duration, error) {
+	s.mu.Lock()
+	s.calls++
+	first := s.calls == 1
+	s.mu.Unlock()
+	wait := s.timeout
+	var ttl time.Duration
+	var err error = errors.New("timeout awaiting response headers")
+	if first {
+		ttl, err = s.session.KeepAlive(ctx, id)
+		wait = s.late
+	}
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(wait):
+		return ttl, err
+	}
+}
+
+// cutOff is a member that lost its quorum: no call succeeds.
+type cutOff struct{ Store }
+
+func (cutOff) GrantLease(context.Context, time.Duration) (int64, error) {
+	return 0, errors.New("etcdserver: request timed out")
+}
+
+// TestLateRenewals: a holder counts its lease from when it sent the renewal, not from when the answer
+// came, and gives up a renewal that can no longer answer in time, so it drops the address before another
+// control plane can claim it. Counting from the answer, cp1 kept the address for most of a second after
+// its lease had expired and cp2 had taken it.
+func TestLateRenewals(t *testing.T) {
+	c := &cluster{etcd: newFakeEtcd()}
+	slow := true // cp1's first session; its later rounds find its member cut off
+	a, b := c.node("cp1"), c.node("cp2")
+	for _, h := range []*Holder{a, b} {
+		h.TTL, h.Renew = time.Second, 250*time.Millisecond
+	}
+	a.Open = func() (Store, func(), error) {
+		if slow {
+			slow = false
+			// Answered 400 ms late, then nothing for 600 ms at a time: counted from the late answer, the
+			// lease would have 750 ms left when its first unanswered renewal gives up.
+			return &lateSession{session: session{f: c.etcd}, late: 400 * time.Millisecond, timeout: 600 * time.Millisecond}, func() {}, nil
+		}
+		return cutOff{}, func() {}, nil
+	}
+	run := func(h *Holder) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); h.Run(ctx) }()
+		return func() { cancel(); <-done }
+	}
+	stopA := run(a)
+	defer stopA()
+	c.waitFor(t, "cp1 takes the address", func(h []string) bool { return slices.Equal(h, []string{"cp1"}) })
+	stopB := run(b)
+	defer stopB()
+	c.waitFor(t, "cp2 takes over once cp1's lease has expired", func(h []string) bool { return slices.Equal(h, []string{"cp2"}) })
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.overlaps) > 0 {
+		t.Errorf("two holders at once: %v (events %v)", c.overlaps, c.events)
+	}
+	if want := []string{"cp1 acquired", "cp1 lost", "cp2 acquired"}; len(c.events) < 3 || !slices.Equal(c.events[:3], want) {
+		t.Errorf("events = %v, want them to start with %v", c.events, want)
+	}
+}
