@@ -30,8 +30,14 @@ func (c *Client) Session() (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A holder of the virtual IP keeps several renewals out while etcd answers late (vip.Holder), each
+	// on a connection of its own: keep them all for the next round instead of the transport's two.
+	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = sessionConns
 	return &Session{c: c, hc: hc}, nil
 }
+
+// sessionConns is how many idle connections a session keeps.
+const sessionConns = 8
 
 // Close drops the session's connections.
 func (s *Session) Close() { s.hc.CloseIdleConnections() }

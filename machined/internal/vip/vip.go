@@ -9,7 +9,8 @@
 // never answer for the address at once. It counts the lease's life from when it sent the call that
 // renewed it, not from when the answer came: an etcd that answers late (a member whose applies lag, a
 // vCPU shared with the API server) renewed the lease somewhere in between, and a holder counting from
-// the answer kept the address while another control plane had already claimed it.
+// the answer kept the address while another control plane had already claimed it. So that late answers
+// alone do not cost the address, it sends a renewal every period without waiting for the last answer.
 package vip
 
 import (
@@ -208,7 +209,21 @@ func (h *Holder) hold(ctx context.Context, s Store, lease int64, renewed time.Ti
 		}
 	}
 	announce()
-	// The deadline fires when renewals have failed fast and the next tick would come too late.
+	// A renewal goes out every period without waiting for the one before it to answer, as etcd's own
+	// client streams them: when answers take seconds, the renewals still out are what keep the lease's
+	// known life ahead of the clock. Each is given up once its answer could no longer keep the address.
+	type answer struct {
+		sent time.Time
+		err  error
+	}
+	maxOut := int((h.ttl()-h.renew())/h.renew()) + 1
+	answers := make(chan answer, maxOut) // room for every call out, so none blocks after hold returns
+	calls, stopCalls := context.WithCancel(ctx)
+	var out sync.WaitGroup
+	defer func() { stopCalls(); out.Wait() }()
+	pending := 0
+	var lastErr error
+	// The deadline is the last renewal's dropBy: the address comes off then unless an answer moved it.
 	deadline := time.NewTimer(time.Until(h.dropBy(renewed)))
 	defer deadline.Stop()
 	for {
@@ -225,19 +240,40 @@ func (h *Holder) hold(ctx context.Context, s Store, lease int64, renewed time.Ti
 			}
 			return nil
 		case <-deadline.C:
-			return h.lose(fmt.Errorf("etcd renewed lease %x in none of the calls of the last %v", lease, h.ttl()-h.renew()))
-		case <-tick:
-		}
-		announce()
-		at := time.Now()
-		err := h.keepAlive(ctx, s, lease, renewed)
-		if err == nil {
-			renewed = at
-			deadline.Reset(time.Until(h.dropBy(renewed)))
-			continue
-		}
-		if errors.Is(err, etcdops.ErrLeaseGone) || !time.Now().Before(h.dropBy(renewed)) {
+			err := fmt.Errorf("etcd renewed lease %x in none of the calls sent in the last %v", lease, h.ttl()-h.renew())
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last: %w)", err, lastErr)
+			}
 			return h.lose(err)
+		case a := <-answers:
+			pending--
+			switch {
+			case a.err == nil:
+				if a.sent.After(renewed) {
+					renewed = a.sent
+					deadline.Reset(time.Until(h.dropBy(renewed)))
+				}
+			case errors.Is(a.err, etcdops.ErrLeaseGone):
+				return h.lose(a.err)
+			default:
+				lastErr = a.err
+			}
+		case <-tick:
+			announce()
+			if pending == maxOut {
+				continue
+			}
+			pending++
+			sent := time.Now()
+			out.Go(func() {
+				kctx, cancel := context.WithDeadline(calls, h.dropBy(sent))
+				defer cancel()
+				_, err := s.KeepAlive(kctx, lease)
+				if err != nil && kctx.Err() != nil && calls.Err() == nil {
+					err = fmt.Errorf("no answer within %v", h.ttl()-h.renew())
+				}
+				answers <- answer{sent, err}
+			})
 		}
 	}
 }

@@ -320,3 +320,46 @@ func TestLateRenewals(t *testing.T) {
 		t.Errorf("events = %v, want them to start with %v", c.events, want)
 	}
 }
+
+// slowSession answers every renewal late, though etcd renewed the lease when the call arrived: a member
+// whose applies lag behind, answering within the lease but not within half of it.
+type slowSession struct {
+	session
+	late time.Duration
+}
+
+func (s *slowSession) KeepAlive(ctx context.Context, id int64) (time.Duration, error) {
+	ttl, err := s.session.KeepAlive(ctx, id)
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(s.late):
+		return ttl, err
+	}
+}
+
+// TestSlowAnswers: renewals answered a second late, with 1.75 s of a 2 s lease to drop the address by,
+// keep it: the holder sends one every period without waiting for the answer to the last, so an answer
+// for a renewal sent at most 1.25 s ago is always in. Waiting for each answer before sending the next,
+// the second renewal went out a second after the first and its answer came too late.
+func TestSlowAnswers(t *testing.T) {
+	c := &cluster{etcd: newFakeEtcd()}
+	h := c.node("cp1")
+	h.TTL, h.Renew = 2*time.Second, 250*time.Millisecond
+	h.Open = func() (Store, func(), error) {
+		return &slowSession{session: session{f: c.etcd}, late: time.Second}, func() {}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(ctx) }()
+	c.waitFor(t, "cp1 takes the address", func(h []string) bool { return slices.Equal(h, []string{"cp1"}) })
+	time.Sleep(2 * h.TTL)
+	cancel()
+	<-done
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if want := []string{"cp1 acquired", "cp1 released"}; !slices.Equal(c.events, want) {
+		t.Errorf("events = %v, want %v: the holder kept the address while every renewal was answered in time", c.events, want)
+	}
+}
