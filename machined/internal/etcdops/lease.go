@@ -89,6 +89,7 @@ type compare struct {
 	Target         string `json:"target"`
 	Result         string `json:"result"`
 	CreateRevision *int64 `json:"create_revision,string,omitempty"`
+	ModRevision    *int64 `json:"mod_revision,string,omitempty"`
 	Value          []byte `json:"value,omitempty"`
 }
 
@@ -115,10 +116,19 @@ type txnRequest struct {
 }
 
 type rangeResponse struct {
-	Kvs []struct {
-		Value []byte `json:"value"`
-	} `json:"kvs"`
+	Kvs []keyValue `json:"kvs"`
 }
+
+// keyValue is a key's value with the lease it is attached to and its last change, in both spellings of
+// the gateway's versions.
+type keyValue struct {
+	Value            []byte `json:"value"`
+	Lease            int64  `json:"lease,string"`
+	ModRevision      int64  `json:"mod_revision,string"`
+	ModRevisionCamel int64  `json:"modRevision,string"`
+}
+
+func (kv keyValue) modRevision() int64 { return max(kv.ModRevision, kv.ModRevisionCamel) }
 
 // responseOp accepts both spellings etcd's gateway versions use for the field names.
 type responseOp struct {
@@ -133,19 +143,39 @@ type txnResponse struct {
 
 // Claim writes key = value under the lease unless the key exists, and returns who holds the key
 // afterwards: value when the claim won, the holder's value otherwise ("" if the key vanished meanwhile).
+// A key that already holds value under another lease (this node's own claim of an earlier round, which
+// ended without releasing it) is moved to this lease: otherwise the key would go when that lease expires,
+// while this node, renewing only the new one, went on holding.
 func (s *Session) Claim(ctx context.Context, key, value string, lease int64) (string, error) {
 	zero := int64(0)
+	kv, won, err := s.txn(ctx, key, compare{Key: []byte(key), Target: "CREATE", Result: "EQUAL", CreateRevision: &zero}, value, lease)
+	if err != nil || won {
+		return value, err
+	}
+	if kv == nil || string(kv.Value) != value || kv.Lease == lease {
+		return holder(kv), nil
+	}
+	rev := kv.modRevision()
+	kv, won, err = s.txn(ctx, key, compare{Key: []byte(key), Target: "MOD", Result: "EQUAL", ModRevision: &rev}, value, lease)
+	if err != nil || won {
+		return value, err
+	}
+	return holder(kv), nil
+}
+
+// txn puts key = value under the lease if cmp holds; otherwise it returns the key as it is (nil if absent).
+func (s *Session) txn(ctx context.Context, key string, cmp compare, value string, lease int64) (*keyValue, bool, error) {
 	req := txnRequest{
-		Compare: []compare{{Key: []byte(key), Target: "CREATE", Result: "EQUAL", CreateRevision: &zero}},
+		Compare: []compare{cmp},
 		Success: []requestOp{{Put: &putRequest{Key: []byte(key), Value: []byte(value), Lease: lease}}},
 		Failure: []requestOp{{Range: &keyRequest{Key: []byte(key)}}},
 	}
 	var r txnResponse
 	if err := s.c.call(ctx, s.hc, "/v3/kv/txn", req, &r); err != nil {
-		return "", s.c.unavailable(ctx, fmt.Errorf("claim %s: %w", key, err))
+		return nil, false, s.c.unavailable(ctx, fmt.Errorf("claim %s: %w", key, err))
 	}
 	if r.Succeeded {
-		return value, nil
+		return nil, true, nil
 	}
 	for _, op := range r.Responses {
 		rr := op.Range
@@ -153,10 +183,17 @@ func (s *Session) Claim(ctx context.Context, key, value string, lease int64) (st
 			rr = op.RangeCamel
 		}
 		if rr != nil && len(rr.Kvs) > 0 {
-			return string(rr.Kvs[0].Value), nil
+			return &rr.Kvs[0], false, nil
 		}
 	}
-	return "", nil
+	return nil, false, nil
+}
+
+func holder(kv *keyValue) string {
+	if kv == nil {
+		return ""
+	}
+	return string(kv.Value)
 }
 
 // Release deletes key if it still holds value, then revokes the lease: the next claim succeeds at once

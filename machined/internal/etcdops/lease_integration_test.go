@@ -94,3 +94,47 @@ func TestLeaseClaimRelease(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// A node that claims again under a new lease while its key of an earlier round is still there (that round
+// ended without releasing it) moves the key to the new lease: the key outlives the old lease, and another
+// node's claim still loses.
+func TestClaimMovesOwnKey(t *testing.T) {
+	bin := etcdBinary(t)
+	p := newTestPKI(t, t.TempDir())
+	_, c, _ := startEtcd(t, bin, p, filepath.Join(t.TempDir(), "etcd"), "n1", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := c.Session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const key = "/cairn/vip/10.5.0.100"
+	grant := func(ttl time.Duration) int64 {
+		t.Helper()
+		id, err := a.GrantLease(ctx, ttl)
+		if err != nil {
+			t.Fatalf("GrantLease() = %v", err)
+		}
+		return id
+	}
+	claim := func(node string, lease int64) string {
+		t.Helper()
+		got, err := a.Claim(ctx, key, node, lease)
+		if err != nil {
+			t.Fatalf("Claim(%s) = %v", node, err)
+		}
+		return got
+	}
+	old := grant(2 * time.Second)
+	if got := claim("cp1", old); got != "cp1" {
+		t.Fatalf("first claim = %q, want cp1", got)
+	}
+	if got := claim("cp1", grant(30*time.Second)); got != "cp1" {
+		t.Fatalf("claim under a new lease = %q, want cp1", got)
+	}
+	time.Sleep(4 * time.Second) // the old lease expires
+	if got := claim("cp2", grant(30*time.Second)); got != "cp1" {
+		t.Errorf("after cp1's old lease expired, cp2's claim = %q, want the key still cp1's", got)
+	}
+}

@@ -27,7 +27,9 @@ import (
 )
 
 // Store is etcd, through one session (etcdops.Session). KeepAlive returns etcdops.ErrLeaseGone when
-// etcd no longer has the lease.
+// etcd no longer has the lease. Claim moves a key that already holds value under another lease (this
+// node's claim of a round that ended without a release) to the given one, so that the key lives as long
+// as the lease the holder renews.
 type Store interface {
 	GrantLease(ctx context.Context, ttl time.Duration) (int64, error)
 	KeepAlive(ctx context.Context, id int64) (time.Duration, error)

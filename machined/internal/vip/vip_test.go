@@ -78,7 +78,7 @@ func (s *session) Claim(_ context.Context, _, value string, lease int64) (string
 		return "", errors.New("etcd: no quorum")
 	}
 	s.f.expire()
-	if s.f.key == "" {
+	if s.f.key == "" || s.f.key == value {
 		s.f.key, s.f.owner = value, lease
 	}
 	return s.f.key, nil
