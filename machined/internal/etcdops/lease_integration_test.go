@@ -10,15 +10,15 @@ import (
 	"time"
 )
 
-// The VIP's election against a real etcd: two sessions claim one key; the second sees the first hold
-// it, takes it after a release, and after the holder's lease expires by itself.
-func TestLeaseClaimRelease(t *testing.T) {
-	bin := etcdBinary(t)
+// leaseEtcd starts a one-member etcd for the test and returns a context that bounds the test and a way to
+// open sessions with it, closed when the test ends.
+func leaseEtcd(t *testing.T) (context.Context, func() *Session) {
+	t.Helper()
 	p := newTestPKI(t, t.TempDir())
-	_, c, _ := startEtcd(t, bin, p, filepath.Join(t.TempDir(), "etcd"), "n1", "")
+	_, c, _ := startEtcd(t, etcdBinary(t), p, filepath.Join(t.TempDir(), "etcd"), "n1", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	open := func() *Session {
+	t.Cleanup(cancel)
+	return ctx, func() *Session {
 		s, err := c.Session()
 		if err != nil {
 			t.Fatal(err)
@@ -26,6 +26,12 @@ func TestLeaseClaimRelease(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s
 	}
+}
+
+// The VIP's election against a real etcd: two sessions claim one key; the second sees the first hold
+// it, takes it after a release, and after the holder's lease expires by itself.
+func TestLeaseClaimRelease(t *testing.T) {
+	ctx, open := leaseEtcd(t)
 	a, b := open(), open()
 	const key = "/cairn/vip/10.5.0.100"
 	la, err := a.GrantLease(ctx, 2*time.Second)
@@ -99,16 +105,8 @@ func TestLeaseClaimRelease(t *testing.T) {
 // ended without releasing it) moves the key to the new lease: the key outlives the old lease, and another
 // node's claim still loses.
 func TestClaimMovesOwnKey(t *testing.T) {
-	bin := etcdBinary(t)
-	p := newTestPKI(t, t.TempDir())
-	_, c, _ := startEtcd(t, bin, p, filepath.Join(t.TempDir(), "etcd"), "n1", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	a, err := c.Session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	ctx, open := leaseEtcd(t)
+	a := open()
 	const key = "/cairn/vip/10.5.0.100"
 	grant := func(ttl time.Duration) int64 {
 		t.Helper()
