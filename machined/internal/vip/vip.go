@@ -231,10 +231,11 @@ func (h *Holder) hold(ctx context.Context, s Store, lease int64, renewed time.Ti
 	for {
 		select {
 		case <-ctx.Done():
+			// The address comes off before the key goes: a claim that wins at once must find it gone.
+			h.drop()
 			rctx, cancel := context.WithTimeout(context.Background(), h.ttl())
 			err := s.Release(rctx, key, h.Node, lease)
 			cancel()
-			h.drop()
 			h.setHolder("")
 			h.event(Released, fmt.Sprintf("this node released the API's virtual IP %s", h.VIP))
 			if err != nil {
