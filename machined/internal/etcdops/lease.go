@@ -149,16 +149,22 @@ type txnResponse struct {
 func (s *Session) Claim(ctx context.Context, key, value string, lease int64) (string, error) {
 	zero := int64(0)
 	kv, won, err := s.txn(ctx, key, compare{Key: []byte(key), Target: "CREATE", Result: "EQUAL", CreateRevision: &zero}, value, lease)
-	if err != nil || won {
-		return value, err
+	if err != nil {
+		return "", err
+	}
+	if won {
+		return value, nil
 	}
 	if kv == nil || string(kv.Value) != value || kv.Lease == lease {
 		return holder(kv), nil
 	}
 	rev := kv.modRevision()
 	kv, won, err = s.txn(ctx, key, compare{Key: []byte(key), Target: "MOD", Result: "EQUAL", ModRevision: &rev}, value, lease)
-	if err != nil || won {
-		return value, err
+	if err != nil {
+		return "", err
+	}
+	if won {
+		return value, nil
 	}
 	return holder(kv), nil
 }

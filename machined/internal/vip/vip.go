@@ -168,14 +168,14 @@ func (h *Holder) round(ctx context.Context) error {
 // renewal period before the lease can expire in etcd, the time the address takes to come off.
 func (h *Holder) dropBy(renewed time.Time) time.Time { return renewed.Add(h.ttl() - h.renew()) }
 
-// keepAlive renews the lease, giving up at dropBy: an answer after that would come too late to keep the
-// address (the etcd client's own timeout is longer than the lease).
-func (h *Holder) keepAlive(ctx context.Context, s Store, lease int64, renewed time.Time) error {
-	kctx, cancel := context.WithDeadline(ctx, h.dropBy(renewed))
+// keepAlive renews the lease, giving up at by (a dropBy): an answer after that would come too late to
+// keep the address (the etcd client's own timeout is longer than the lease).
+func (h *Holder) keepAlive(ctx context.Context, s Store, lease int64, by time.Time) error {
+	kctx, cancel := context.WithDeadline(ctx, by)
 	defer cancel()
 	_, err := s.KeepAlive(kctx, lease)
 	if err != nil && ctx.Err() == nil && kctx.Err() != nil {
-		return fmt.Errorf("etcd did not renew lease %x within %v of its last renewal: %w", lease, h.ttl()-h.renew(), err)
+		return fmt.Errorf("etcd did not answer a renewal of lease %x before the address had to come off: %w", lease, err)
 	}
 	return err
 }
@@ -187,7 +187,7 @@ func (h *Holder) hold(ctx context.Context, s Store, lease int64, renewed time.Ti
 	// address goes up rather than put up an address that may have to come down at once.
 	if time.Until(h.dropBy(renewed)) < h.renew() {
 		at := time.Now()
-		if err := h.keepAlive(ctx, s, lease, renewed); err != nil {
+		if err := h.keepAlive(ctx, s, lease, h.dropBy(renewed)); err != nil {
 			return err
 		}
 		renewed = at
@@ -268,15 +268,7 @@ func (h *Holder) hold(ctx context.Context, s Store, lease int64, renewed time.Ti
 			}
 			pending++
 			sent := time.Now()
-			out.Go(func() {
-				kctx, cancel := context.WithDeadline(calls, h.dropBy(sent))
-				defer cancel()
-				_, err := s.KeepAlive(kctx, lease)
-				if err != nil && kctx.Err() != nil && calls.Err() == nil {
-					err = fmt.Errorf("no answer within %v", h.ttl()-h.renew())
-				}
-				answers <- answer{sent, err}
-			})
+			out.Go(func() { answers <- answer{sent, h.keepAlive(calls, s, lease, h.dropBy(sent))} })
 		}
 	}
 }
