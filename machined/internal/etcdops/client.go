@@ -81,7 +81,7 @@ func (e *UnavailableError) Unavailable() {}
 
 // Members lists the cluster's members, by name.
 func (c *Client) Members(ctx context.Context) ([]etcdmember.Member, error) {
-	hc, err := c.httpClient()
+	hc, err := c.httpClient(0)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (c *Client) Members(ctx context.Context) ([]etcdmember.Member, error) {
 // then the SHA-256 of the database that etcd appends (a restore checks it). It returns the SHA-256 of
 // everything written.
 func (c *Client) Snapshot(ctx context.Context, w io.Writer) (string, error) {
-	hc, err := c.httpClient()
+	hc, err := c.httpClient(0)
 	if err != nil {
 		return "", err
 	}

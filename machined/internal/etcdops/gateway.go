@@ -62,13 +62,15 @@ type StatusError struct {
 func (e *StatusError) Error() string { return e.Message }
 
 // httpClient makes a client for one operation with the client certificate; the caller closes its idle
-// connections when done, so nothing stays open between operations.
-func (c *Client) httpClient() (*http.Client, error) {
+// connections when done, so nothing stays open between operations. idleConns is how many idle
+// connections it keeps between its calls (0: the transport's default, two).
+func (c *Client) httpClient(idleConns int) (*http.Client, error) {
 	tc, err := c.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ResponseHeaderTimeout: c.timeout(), DialContext: c.Dial}}, nil
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ResponseHeaderTimeout: c.timeout(), DialContext: c.Dial,
+		MaxIdleConnsPerHost: idleConns}}, nil
 }
 
 // call posts req as JSON to path on the first endpoint that answers and decodes the answer into resp

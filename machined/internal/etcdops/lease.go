@@ -26,13 +26,12 @@ type Session struct {
 
 // Session opens a session.
 func (c *Client) Session() (*Session, error) {
-	hc, err := c.httpClient()
+	// A holder of the virtual IP keeps several renewals out while etcd answers late (vip.Holder), each
+	// on a connection of its own: keep them all for the next round instead of the transport's two.
+	hc, err := c.httpClient(sessionConns)
 	if err != nil {
 		return nil, err
 	}
-	// A holder of the virtual IP keeps several renewals out while etcd answers late (vip.Holder), each
-	// on a connection of its own: keep them all for the next round instead of the transport's two.
-	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = sessionConns
 	return &Session{c: c, hc: hc}, nil
 }
 

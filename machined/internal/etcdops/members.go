@@ -149,7 +149,7 @@ func (c *Client) Leave(ctx context.Context, peerURLs ...string) (bool, error) {
 
 // with runs f with a client for the operation, wrapping a failure as Unavailable.
 func (c *Client) with(ctx context.Context, f func(context.Context, *http.Client) error) error {
-	hc, err := c.httpClient()
+	hc, err := c.httpClient(0)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (e *UnknownMemberError) NotFound() {}
 // instead, which leaves etcd before it wipes) and the cluster's last voting member. etcd itself refuses a
 // removal that would leave the members still up without a quorum.
 func (c *Client) RemoveMember(ctx context.Context, who, self string) (etcdmember.Member, error) {
-	hc, err := c.httpClient()
+	hc, err := c.httpClient(0)
 	if err != nil {
 		return etcdmember.Member{}, err
 	}
