@@ -77,7 +77,6 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		{[]string{bin("runc"), "--version"}, nil, "runc version " + strings.TrimPrefix(v.Runc, "v")},
 		{[]string{filepath.Join(out, "cni", "bridge")}, nil, "CNI bridge plugin " + v.CNIPlugins},
 		{[]string{filepath.Join(out, "cni", "host-local")}, nil, "CNI host-local plugin " + v.CNIPlugins},
-		{[]string{filepath.Join(out, "cni", "loopback")}, nil, "CNI loopback plugin " + v.CNIPlugins},
 		{[]string{filepath.Join(out, "cni", "portmap")}, nil, "CNI portmap plugin " + v.CNIPlugins},
 	}
 	for _, tt := range tests {

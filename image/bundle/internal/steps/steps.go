@@ -171,14 +171,17 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			Outputs: []string{"bin/runc"},
 		},
 		{
+			// The plugins of Cairn's own conflist (bridge, its host-local
+			// IPAM, portmap for host ports). Not loopback: containerd sets a
+			// pod's lo up itself (use_internal_loopback in machined's
+			// containerd config), so no node ever runs it.
 			Name: "cni", Dir: p.Neutral, Env: append([]string{"GOBIN=" + cni}, pureGo...),
 			Args: goInstall(strip+" -X "+cniPkg+"/pkg/utils/buildversion.BuildVersion="+v.CNIPlugins,
 				nil,
 				cniPkg+"/plugins/main/bridge@"+v.CNIPlugins,
 				cniPkg+"/plugins/ipam/host-local@"+v.CNIPlugins,
-				cniPkg+"/plugins/main/loopback@"+v.CNIPlugins,
 				cniPkg+"/plugins/meta/portmap@"+v.CNIPlugins),
-			Outputs: []string{"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"},
+			Outputs: []string{"cni/bridge", "cni/host-local", "cni/portmap"},
 		},
 		HostTools(p, "-out", p.HostTools),
 	}
