@@ -101,7 +101,7 @@ func TestBinariesReportPinnedVersions(t *testing.T) {
 		t.Errorf("bin/containerd-shim-runc-v2 is not a file of its own (%v)", err)
 	}
 	// Static: the node's root has no libc.
-	for _, name := range []string{"kube", "etcd", "pause", "cairn-mount", "cairn-kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+	for _, name := range []string{"kube", "etcd", "pause", "cairn-mount", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
 		if out, err := exec.Command("ldd", bin(name)).CombinedOutput(); err == nil && !strings.Contains(string(out), "statically linked") {
 			t.Errorf("%s is dynamically linked: %s", name, out)
 		}
@@ -407,7 +407,7 @@ func TestContainerdImportsAndRunsBundle(t *testing.T) {
 	}
 
 	t.Run("netfilter tools run inside kube-proxy and flannel", func(t *testing.T) { runNetfilterTools(t, c, v) })
-	t.Run("kube-proxy's launcher spares it iptables on empty tables", func(t *testing.T) { runProxyLauncher(t, c, v) })
+	t.Run("kube-proxy in nftables mode runs no iptables on empty tables", func(t *testing.T) { runProxyCleanup(t, c, v) })
 	t.Run("coredns has the chosen plugins", func(t *testing.T) { coreDNSPlugins(t, c, v) })
 	t.Run("coredns serves DNS and health", func(t *testing.T) { runCoreDNS(t, c, v) })
 	t.Run("coredns binds port 53 as 65532", func(t *testing.T) { coreDNSPort53(t, c, v) })

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cairn-os/cairn/image/bundle/kube/dispatch"
 	"github.com/cairn-os/cairn/image/bundle/kube/flanneld"
+	"github.com/cairn-os/cairn/image/bundle/kube/proxyenv"
 )
 
 var components = map[string]func() int{
@@ -43,10 +44,13 @@ var components = map[string]func() int{
 		return cli.Run(controllermanager.NewControllerManagerCommand())
 	},
 	"kube-scheduler": func() int { return cli.Run(scheduler.NewSchedulerCommand()) },
-	"kube-proxy":     func() int { return cli.Run(proxy.NewProxyCommand()) },
-	"kubelet":        func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
-	"coredns":        runCoreDNS,
-	"flanneld":       flanneld.Main,
+	"kube-proxy": func() int {
+		proxyenv.Prepare(os.Stderr) // in nftables mode, skip the iptables clean-up a fresh node does not need
+		return cli.Run(proxy.NewProxyCommand())
+	},
+	"kubelet":  func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
+	"coredns":  runCoreDNS,
+	"flanneld": flanneld.Main,
 }
 
 func main() {

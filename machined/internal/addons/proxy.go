@@ -19,10 +19,10 @@ const (
 	// kubeProxyBinary is the kube-proxy entry of the bundle's multi-call kube binary (it dispatches on
 	// the name it was started as).
 	kubeProxyBinary = "/usr/local/bin/kube-proxy"
-	// kubeProxyModeEnv tells the kube-proxy image's launcher (its /usr/local/bin/kube-proxy) the mode: in
-	// nftables mode it lists the node's nftables chains once and, when no iptables-mode rules are there
-	// to remove, hides iptables from kube-proxy, whose start-up clean-up of them is otherwise some forty
-	// iptables runs (image/bundle/proxystart says more). An image without the launcher ignores it.
+	// kubeProxyModeEnv tells the kube-proxy image's kube-proxy the mode: in nftables mode it lists the
+	// node's nftables chains once and, when no iptables-mode rules are there to remove, hides iptables
+	// from itself before its start-up clean-up of them, which is otherwise some forty iptables runs
+	// (image/bundle/kube/proxyenv says more). An image without that code ignores it.
 	kubeProxyModeEnv = "CAIRN_KUBE_PROXY_MODE"
 	// kubeProxyConfigDir is where the kube-proxy ConfigMap is mounted in the container.
 	kubeProxyConfigDir = "/var/lib/kube-proxy"

@@ -142,7 +142,7 @@ func TestKubeProxyCommand(t *testing.T) {
 	}
 }
 
-// The image's launcher is told the mode, and spares kube-proxy its iptables clean-up only in nftables
+// The image's kube-proxy is told the mode, and spares itself its iptables clean-up only in nftables
 // mode, the default.
 func TestKubeProxyModeEnv(t *testing.T) {
 	for mode, want := range map[string]string{"": "nftables", config.ProxyNFTables: "nftables", config.ProxyIPTables: "iptables"} {

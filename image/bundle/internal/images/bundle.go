@@ -8,11 +8,11 @@ import (
 )
 
 // Binaries are the programs the images carry, by name (kube, etcd, pause,
-// cairn-mount, cairn-kube-proxy).
+// cairn-mount).
 type Binaries map[string][]byte
 
 // BinaryNames are the entries Binaries must hold: files of the bundle's bin/.
-var BinaryNames = []string{"kube", "etcd", "pause", "cairn-mount", "cairn-kube-proxy"}
+var BinaryNames = []string{"kube", "etcd", "pause", "cairn-mount"}
 
 // KubeComponents are the names the multi-call kube binary answers to; each
 // gets a symlink in the shared layer.
@@ -77,17 +77,15 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 	if err != nil {
 		return nil, fmt.Errorf("mount tools layer: %w", err)
 	}
-	// The kube-proxy image's kube-proxy is cairn-kube-proxy
-	// (image/bundle/proxystart), a launcher over the kube layer's link: asked
-	// to by Cairn's DaemonSet, it puts the directory with only nft in it on
-	// PATH when the node has no iptables-mode rules.
-	proxyStart, err := Layer([]File{
-		{Path: binDir + "/cairn-kube-proxy", Mode: 0o755, Data: bins["cairn-kube-proxy"]},
-		{Path: binDir + "/kube-proxy", Mode: fs.ModeSymlink, Linkname: "cairn-kube-proxy"},
+	// The kube-proxy image's directory with only nft in it, which kube-proxy
+	// puts first on its PATH, in place of those holding iptables, when Cairn's
+	// DaemonSet asks for nftables mode and the node has no iptables-mode rules
+	// (image/bundle/kube/proxyenv.NFTOnlyDir).
+	nftOnly, err := Layer([]File{
 		{Path: "usr/libexec/cairn-kube-proxy/nft", Mode: fs.ModeSymlink, Linkname: "/usr/sbin/nft"},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kube-proxy launcher layer: %w", err)
+		return nil, fmt.Errorf("kube-proxy nft-only layer: %w", err)
 	}
 	etcd, err := Layer([]File{
 		{Path: binDir + "/etcd", Mode: 0o755, Data: bins["etcd"]},
@@ -133,7 +131,7 @@ func Bundle(v versions.Versions, bins Binaries, netfilter []File) ([]Named, erro
 		component("kube-controller-manager"),
 		component("kube-scheduler"),
 		// kube-proxy runs nft and iptables, found through PATH (/usr/sbin).
-		component("kube-proxy", nfL, LayerSpec{proxyStart, "cairn-kube-proxy, kube-proxy's launcher"}),
+		component("kube-proxy", nfL, LayerSpec{nftOnly, "a directory with only nft in it, for kube-proxy's PATH"}),
 		{
 			Name:       "cairn.local/kubelet:" + v.Kubernetes,
 			Layers:     []LayerSpec{baseL, kubeL, {mountTools, "mount and umount for kubelet"}},

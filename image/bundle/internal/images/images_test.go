@@ -402,21 +402,15 @@ func TestNetfilterImages(t *testing.T) {
 	if h := files["usr/local/bin/kube"]; h == nil || h.Typeflag != tar.TypeReg {
 		t.Errorf("flannel image /usr/local/bin/kube = %+v, want the kube binary", h)
 	}
-	if h := files["usr/local/bin/cairn-kube-proxy"]; h != nil {
-		t.Errorf("flannel image carries kube-proxy's launcher")
-	}
 	proxy := layerEntries(t, byName(t, imgs, "registry.k8s.io/kube-proxy:v1.37.2"))
-	// Its kube-proxy is the launcher (the last layer's link wins over the kube
-	// layer's), which runs kube; the directory it puts on PATH holds nft and
+	// Its kube-proxy is the kube layer's link (kube prepares kube-proxy's
+	// PATH itself); the directory that PATH may start with holds nft and
 	// nothing else.
-	if h := proxy["usr/local/bin/kube-proxy"]; h == nil || h.Linkname != "cairn-kube-proxy" {
-		t.Errorf("kube-proxy image /usr/local/bin/kube-proxy = %+v, want a link to cairn-kube-proxy", h)
+	if h := proxy["usr/local/bin/kube-proxy"]; h == nil || h.Linkname != "kube" {
+		t.Errorf("kube-proxy image /usr/local/bin/kube-proxy = %+v, want a link to kube", h)
 	}
 	if h := proxy["usr/local/bin/kube"]; h == nil || h.Typeflag != tar.TypeReg {
 		t.Errorf("kube-proxy image /usr/local/bin/kube = %+v, want the kube binary", h)
-	}
-	if h := proxy["usr/local/bin/cairn-kube-proxy"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 {
-		t.Errorf("kube-proxy image /usr/local/bin/cairn-kube-proxy = %+v, want an executable", h)
 	}
 	if h := proxy["usr/libexec/cairn-kube-proxy/nft"]; h == nil || h.Linkname != "/usr/sbin/nft" {
 		t.Errorf("kube-proxy image /usr/libexec/cairn-kube-proxy/nft = %+v, want a link to /usr/sbin/nft", h)

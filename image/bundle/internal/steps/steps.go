@@ -125,11 +125,6 @@ func Plan(v versions.Versions, p Paths, in Inputs) []Step {
 			Outputs: []string{"bin/cairn-mount"},
 		},
 		{
-			Name: "cairn-kube-proxy", Dir: p.Src, Env: pureGo,
-			Args:    goBuild(strip, nil, filepath.Join(bin, "cairn-kube-proxy"), "./proxystart"),
-			Outputs: []string{"bin/cairn-kube-proxy"},
-		},
-		{
 			// The daemon, upstream's cmd/containerd, built in the containerd/
 			// wrapper, whose go.mod resolves what containerd's own go.mod
 			// selects. The tags are containerd's own for leaving plugins out

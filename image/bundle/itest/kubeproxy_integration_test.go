@@ -12,13 +12,13 @@ import (
 	"github.com/cairn-os/cairn/image/bundle/internal/versions"
 )
 
-// runProxyLauncher runs kube-proxy's clean-up (`kube-proxy --cleanup`, which
-// removes every mode's rules and exits) inside the kube-proxy image, whose
-// kube-proxy is cairn-kube-proxy, in a network namespace of the test's own:
-// without the DaemonSet's variable it is upstream's kube-proxy; with it, on
-// empty tables kube-proxy runs no iptables at all, and when an iptables-mode
-// chain is there it runs them and the chain goes.
-func runProxyLauncher(t *testing.T, c *containerd, v versions.Versions) {
+// runProxyCleanup runs kube-proxy's clean-up (`kube-proxy --cleanup`, which
+// removes every mode's rules and exits) inside the kube-proxy image, in a
+// network namespace of the test's own: without the DaemonSet's variable it is
+// upstream's kube-proxy; with it (kube/proxyenv), on empty tables kube-proxy
+// runs no iptables at all, and when an iptables-mode chain is there it runs
+// them and the chain goes.
+func runProxyCleanup(t *testing.T, c *containerd, v versions.Versions) {
 	img := "registry.k8s.io/kube-proxy:" + v.Kubernetes
 	netns := fmt.Sprintf("cairn-itest-proxy-%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", netns).CombinedOutput(); err != nil {
@@ -47,23 +47,24 @@ func runProxyLauncher(t *testing.T, c *containerd, v versions.Versions) {
 		return stdout + stderr
 	}
 	const nftablesMode = "CAIRN_KUBE_PROXY_MODE=nftables" // what Cairn's DaemonSet sets in nftables mode
+	const note = "kube-proxy's environment: "             // proxyenv.Note, the line it prints
 
 	// Not asked to (a DaemonSet of one's own): kube-proxy as upstream's.
 	got := cleanup("proxy-launch-plain")
-	if strings.Contains(got, "cairn-kube-proxy") || !strings.Contains(got, "iptables-save") {
-		t.Errorf("without %s: %q; want kube-proxy's own clean-up, iptables and all, and no word from the launcher", nftablesMode, got)
+	if strings.Contains(got, note) || !strings.Contains(got, "iptables-save") {
+		t.Errorf("without %s: %q; want kube-proxy's own clean-up, iptables and all, and no word about its environment", nftablesMode, got)
 	}
 	got = cleanup("proxy-launch-empty", nftablesMode)
-	if !strings.Contains(got, "no iptables-mode chains on the node") || strings.Contains(got, "iptables-save") {
-		t.Errorf("on empty tables: %q; want the launcher's note and no iptables run", got)
+	if !strings.Contains(got, note+"no iptables-mode chains on the node") || strings.Contains(got, "iptables-save") {
+		t.Errorf("on empty tables: %q; want the note on kube-proxy's environment and no iptables run", got)
 	}
 
 	// What kube-proxy's iptables mode leaves: a chain and the jump to it.
 	inNetns("iptables", "-t", "nat", "-N", "KUBE-SERVICES")
 	inNetns("iptables", "-t", "nat", "-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
 	got = cleanup("proxy-launch-leftovers", nftablesMode)
-	if !strings.Contains(got, "iptables-mode chains on the node (ip nat KUBE-SERVICES)") || !strings.Contains(got, "iptables-save") {
-		t.Errorf("with an iptables-mode chain: %q; want the launcher to name it and kube-proxy to run iptables", got)
+	if !strings.Contains(got, note+"iptables-mode chains on the node (ip nat KUBE-SERVICES)") || !strings.Contains(got, "iptables-save") {
+		t.Errorf("with an iptables-mode chain: %q; want the note to name it and kube-proxy to run iptables", got)
 	}
 	if rules := inNetns("iptables", "-t", "nat", "-S"); strings.Contains(rules, "KUBE-SERVICES") {
 		t.Errorf("after kube-proxy's clean-up the nat table still has KUBE-SERVICES:\n%s", rules)

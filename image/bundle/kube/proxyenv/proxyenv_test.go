@@ -1,4 +1,4 @@
-package main
+package proxyenv
 
 import (
 	"errors"
@@ -48,10 +48,10 @@ func TestLeftovers(t *testing.T) {
 	}
 }
 
-func TestEnviron(t *testing.T) {
+func TestSearchPath(t *testing.T) {
 	// /usr/sbin holds iptables (the netfilter tools layer); /usr/local/bin the kube binary.
 	isFile := func(p string) bool { return p == "/usr/sbin/iptables" || p == "/usr/sbin/ip6tables" }
-	env := []string{"HOME=/root", "PATH=/usr/local/bin:/usr/sbin:/usr/bin", "NODE_NAME=cp-1"}
+	const path = "/usr/local/bin:/usr/sbin:/usr/bin"
 	tests := []struct {
 		name     string
 		chains   []byte
@@ -64,25 +64,45 @@ func TestEnviron(t *testing.T) {
 		{"nftables mode ran before", readChains(t, "nftables-mode.json"), nil,
 			NFTOnlyDir + ":/usr/local/bin:/usr/bin", "without its iptables clean-up"},
 		{"iptables mode ran before", readChains(t, "iptables-mode.json"), nil,
-			"/usr/local/bin:/usr/sbin:/usr/bin", "ip nat KUBE-SERVICES, ip6 mangle KUBE-PROXY-CANARY"},
-		{"nft fails", nil, errors.New("exit status 1"),
-			"/usr/local/bin:/usr/sbin:/usr/bin", "cannot list"},
-		{"nft says nonsense", []byte("{"), nil,
-			"/usr/local/bin:/usr/sbin:/usr/bin", "cannot read"},
+			path, "ip nat KUBE-SERVICES, ip6 mangle KUBE-PROXY-CANARY"},
+		{"nft fails", nil, errors.New("exit status 1"), path, "cannot list"},
+		{"nft says nonsense", []byte("{"), nil, path, "cannot read"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, note := environ(env, tt.chains, tt.listErr, isFile)
-			want := []string{"HOME=/root", "NODE_NAME=cp-1", "PATH=" + tt.wantPath}
-			if tt.wantPath == "/usr/local/bin:/usr/sbin:/usr/bin" {
-				want = env // untouched, order and all
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("environ() (-want +got):\n%s", diff)
+			got, note := searchPath(path, tt.chains, tt.listErr, isFile)
+			if got != tt.wantPath {
+				t.Errorf("searchPath() = %q, want %q", got, tt.wantPath)
 			}
 			if !strings.Contains(note, tt.wantNote) {
-				t.Errorf("environ() note = %q, want it to say %q", note, tt.wantNote)
+				t.Errorf("searchPath() note = %q, want it to say %q", note, tt.wantNote)
 			}
 		})
+	}
+}
+
+// Prepare leaves kube-proxy's PATH alone unless the DaemonSet asks for
+// nftables mode, and when nft cannot be run says so and still leaves it.
+func TestPrepare(t *testing.T) {
+	dir := t.TempDir() // no nft in it
+	tests := []struct {
+		mode     string
+		wantNote string
+	}{
+		{"", ""},
+		{"iptables", ""},
+		{"nftables", Note + "cannot list the node's nftables chains"},
+	}
+	for _, tt := range tests {
+		t.Setenv(ModeEnv, tt.mode)
+		t.Setenv("PATH", dir)
+		var out strings.Builder
+		Prepare(&out)
+		if got := os.Getenv("PATH"); got != dir {
+			t.Errorf("mode %q: PATH = %q, want %q", tt.mode, got, dir)
+		}
+		if tt.wantNote == "" && out.Len() > 0 || !strings.HasPrefix(out.String(), tt.wantNote) {
+			t.Errorf("mode %q: printed %q, want %q", tt.mode, out.String(), tt.wantNote)
+		}
 	}
 }
