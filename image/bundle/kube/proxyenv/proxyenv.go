@@ -47,8 +47,8 @@ import (
 )
 
 // NFTOnlyDir is the directory of the kube-proxy image that holds a link to
-// nft and nothing else (image/bundle/internal/images). Its name is the one
-// the launcher gave it.
+// nft and nothing else (image/bundle/internal/images), named after the
+// launcher binary that held this code until 2026-12-07.
 const NFTOnlyDir = "/usr/libexec/cairn-kube-proxy"
 
 // ModeEnv is the variable through which Cairn's DaemonSet tells kube-proxy's
