@@ -46,6 +46,7 @@ The cluster $name is running. Talk to it with:
 Run an app the node does not carry, expose it and reach it by name from a pod:
   _out/cairnctl image import _out/examples/hello.tar
   _out/kubectl create deployment hello --image=example.local/hello:v1 --replicas=2 --port=8080
+  _out/kubectl rollout status deployment hello --timeout=2m
   _out/kubectl expose deployment hello --port=80 --target-port=8080
   _out/kubectl run client --restart=Never --image=example.local/hello:v1 -- probe --count 4 --get http://hello.default.svc.cluster.local
   _out/kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/client --timeout=2m; _out/kubectl logs client
