@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,9 +43,15 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 			return &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
 		}
 	}
-	rec, err := bootmedium.ReadRecord(payload.SumFile)
+	recs, err := bootmedium.ReadRecords(payload.SumFile)
 	if err != nil {
 		return err
+	}
+	// The build records an encoding of the payload for each kind of medium; the install copies the
+	// medium's, so it is checked against the record of that one.
+	rec, err := mediumRecord(filepath.Join(mediumDir, payload.ISOFile), recs)
+	if err != nil {
+		return &install.Refusal{Err: err}
 	}
 	src := install.Source{Dir: mediumDir, Version: x.version, Payload: rec.Sum}
 	var d inventory.Disk
@@ -64,4 +71,26 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 	}
 	progress(msg + ": rebooting from it")
 	return x.node.InstallReboot(ctx)
+}
+
+// mediumRecord is the record of the ISO's payload image file: the one whose dm-verity tree it carries. A
+// medium without the file gets the first record: the installer refuses it, saying what it lacks.
+func mediumRecord(file string, recs payload.Records) (payload.Record, error) {
+	f, err := os.Open(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return recs[0], nil
+	}
+	if err != nil {
+		return payload.Record{}, fmt.Errorf("the boot medium's payload: %w", err)
+	}
+	defer f.Close()
+	v, err := payload.ReadVerity(f)
+	if err != nil {
+		return payload.Record{}, fmt.Errorf("the boot medium's payload %s: %w", file, err)
+	}
+	rec, ok := recs.Find(v)
+	if !ok {
+		return payload.Record{}, fmt.Errorf("the boot medium's payload %s (dm-verity root hash %s) is not one this build records", file, v.RootHash)
+	}
+	return rec, nil
 }

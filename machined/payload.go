@@ -96,7 +96,7 @@ func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent 
 }
 
 func (p *payloadSource) mount(ctx context.Context) error {
-	want, err := bootmedium.ReadRecord(p.sumFile)
+	want, err := bootmedium.ReadRecords(p.sumFile)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,8 @@
 //
 // The payload travels beside the boot part, never inside it, so the kernel unpacks only what the first
 // seconds need (see Medium). The boot part records the payload's dm-verity root hash (SumFile in the root
-// image, a Record); machined mounts the payload through dm-verity, so every block it reads is checked
+// image, a Record for each packing of the tree: compressed, and uncompressed for the raw disk's slot);
+// machined mounts the payload through dm-verity, so every block it reads is checked
 // against that root (verity.go).
 //
 // Medium: where a node finds its payload, in the order machined looks.
@@ -44,7 +45,7 @@ const (
 	LayersDir = "images/layers"
 )
 
-// On a node: where the root image records what the payload must be (a Record), where the ISO carries the
+// On a node: where the root image records what the payload must be (Records), where the ISO carries the
 // payload image, and where machined mounts it.
 const (
 	SumFile    = "/usr/share/cairn/payload.sha256"

@@ -67,6 +67,51 @@ func ParseRecord(text string) (Record, error) {
 	return Record{Sum: sum, Verity: Verity{RootHash: f[2], DataSize: n}}, nil
 }
 
+// Records is SumFile's content: one Record per encoding of the same tree, one per line, the one the ISO
+// carries first. A build packs its payload twice: compressed, for the media that carry it as it is
+// mounted (the ISO, the upgrade bundle, the cloud disk), and uncompressed for the raw disk, whose
+// download is compressed whole and so shares the binaries' common code across the payload. A node mounts
+// whichever of them its medium holds.
+type Records []Record
+
+// String is SumFile's content, one Record a line.
+func (rs Records) String() string {
+	lines := make([]string, len(rs))
+	for i, r := range rs {
+		lines[i] = r.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Find returns the record whose dm-verity tree is v.
+func (rs Records) Find(v Verity) (Record, bool) {
+	for _, r := range rs {
+		if r.Verity == v {
+			return r, true
+		}
+	}
+	return Record{}, false
+}
+
+// ParseRecords reads SumFile's content: one Record a line, at least one.
+func ParseRecords(text string) (Records, error) {
+	var rs Records
+	for line := range strings.Lines(text) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		r, err := ParseRecord(line)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("payload record: empty, want one \"SHA256 SIZE ROOTHASH DATASIZE\" a line")
+	}
+	return rs, nil
+}
+
 // ReadVerity reads an image laid out as above and computes its root hash from the tree it carries:
 // the hash of the tree's top block, salted as the superblock says. It reads three blocks, not the image;
 // whether the tree matches the data is what dm-verity checks as the node reads it.

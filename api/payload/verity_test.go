@@ -65,3 +65,33 @@ func TestReadVerity(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordsRoundTrip(t *testing.T) {
+	_, a := payloadtest.Image(3, "a")
+	_, b := payloadtest.Image(4, "b")
+	for _, rs := range []payload.Records{{a}, {a, b}} {
+		got, err := payload.ParseRecords(rs.String() + "\n")
+		if err != nil || len(got) != len(rs) || got[0] != rs[0] || got[len(got)-1] != rs[len(rs)-1] {
+			t.Errorf("ParseRecords(%q) = %v, %v; want %v", rs.String(), got, err, rs)
+		}
+	}
+	if _, err := payload.ParseRecords("\n"); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("ParseRecords(empty) = %v, want an error saying it is empty", err)
+	}
+	if _, err := payload.ParseRecords(a.String() + "\nnot a record\n"); err == nil {
+		t.Errorf("ParseRecords with a bad second line succeeded")
+	}
+}
+
+func TestRecordsFind(t *testing.T) {
+	_, a := payloadtest.Image(3, "a")
+	_, b := payloadtest.Image(4, "b")
+	_, c := payloadtest.Image(5, "c")
+	rs := payload.Records{a, b}
+	if got, ok := rs.Find(b.Verity); !ok || got != b {
+		t.Errorf("Find(b) = %v, %v; want %v", got, ok, b)
+	}
+	if got, ok := rs.Find(c.Verity); ok {
+		t.Errorf("Find(c) = %v, true; want nothing: c is not recorded", got)
+	}
+}

@@ -1,5 +1,6 @@
 // Package bootmedium finds the Kubernetes payload on the medium the node booted from and mounts it
-// read-only through dm-verity, checked against the root hash the root image records.
+// read-only through dm-verity, checked against a root hash the root image records (one for each encoding
+// of the payload the build made: compressed on the ISO, uncompressed on the raw disk).
 //
 // The payload travels beside the boot part rather than inside the initramfs, so the kernel unpacks only
 // what the first seconds need (api/payload's Medium lists where it can be). Nothing here writes to a
@@ -126,9 +127,9 @@ func candidates(disks []inventory.Disk, first string) []candidate {
 	return append(append(slots, whole...), isos...)
 }
 
-// Mount finds the payload that matches want and mounts it read-only, through dm-verity, on target. The
+// Mount finds a payload that matches one of want and mounts it read-only, through dm-verity, on target. The
 // error of a search that found nothing names every place tried and why each was not it.
-func (f Finder) Mount(ctx context.Context, want payload.Record, target string) error {
+func (f Finder) Mount(ctx context.Context, want payload.Records, target string) error {
 	deadline := time.Now().Add(f.Wait)
 	for logged := false; ; logged = true {
 		err := f.search(ctx, want, target)
@@ -147,7 +148,7 @@ func (f Finder) Mount(ctx context.Context, want payload.Record, target string) e
 }
 
 // search looks once.
-func (f Finder) search(ctx context.Context, want payload.Record, target string) error {
+func (f Finder) search(ctx context.Context, want payload.Records, target string) error {
 	disks, err := f.Disks(ctx)
 	if err != nil {
 		return fmt.Errorf("payload: list the disks: %w", err)
@@ -164,58 +165,68 @@ func (f Finder) search(ctx context.Context, want payload.Record, target string) 
 	var tried []string
 	for _, c := range cands {
 		start := time.Now()
-		ok, why, err := f.try(ctx, c, want, target)
+		got, why, err := f.try(ctx, c, want, target)
 		if err != nil {
 			return err
 		}
-		if ok {
-			f.Log.Info("payload found", "on", c.what, "dm-verity root hash", want.Verity.RootHash, "opened in", time.Since(start).Round(time.Millisecond))
+		if why == "" {
+			f.Log.Info("payload found", "on", c.what, "dm-verity root hash", got.Verity.RootHash, "bytes", got.Size, "opened in", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
 		tried = append(tried, c.what+": "+why)
 	}
-	return fmt.Errorf("%w: no boot medium holds the payload this root image was built with (dm-verity root hash %s, %d bytes); tried %s",
-		errNotFound, want.Verity.RootHash, want.Size, strings.Join(tried, "; "))
+	return fmt.Errorf("%w: no boot medium holds the payload this root image was built with (%s); tried %s",
+		errNotFound, describe(want), strings.Join(tried, "; "))
 }
 
-// try checks one candidate and mounts it when it matches. why says why a candidate is not the payload;
-// err is for what stops the search (the context, or a matching payload that does not open or mount).
-func (f Finder) try(ctx context.Context, c candidate, want payload.Record, target string) (ok bool, why string, err error) {
+// describe names the recorded payloads for an error: their root hashes and sizes.
+func describe(want payload.Records) string {
+	var s []string
+	for _, r := range want {
+		s = append(s, fmt.Sprintf("dm-verity root hash %s, %d bytes", r.Verity.RootHash, r.Size))
+	}
+	return strings.Join(s, ", or ")
+}
+
+// try checks one candidate and mounts it when it matches one of want, which it returns. why says why a
+// candidate is not the payload; err is for what stops the search (the context, or a matching payload that
+// does not open or mount).
+func (f Finder) try(ctx context.Context, c candidate, want payload.Records, target string) (got payload.Record, why string, err error) {
 	dev := c.path
 	// undo unmounts the ISO medium of a candidate that turned out not to be the payload.
 	undo := func() {}
 	if c.iso {
 		file, why, err := f.openISO(c.path)
 		if err != nil || why != "" {
-			return false, why, err
+			return got, why, err
 		}
 		undo = func() { _ = f.Mounter.Unmount(f.MediumDir, false) }
-		if why := f.check(file, want); why != "" {
+		if got, why = f.check(file, want); why != "" {
 			undo()
-			return false, why, nil
+			return got, why, nil
 		}
 		if dev, err = f.AttachLoop(file); err != nil {
 			undo()
-			return false, "", fmt.Errorf("payload: attach %s to a loop device: %w", file, err)
+			return got, "", fmt.Errorf("payload: attach %s to a loop device: %w", file, err)
 		}
-	} else if why := f.check(dev, want); why != "" {
-		return false, why, nil
+	} else if got, why = f.check(dev, want); why != "" {
+		return got, why, nil
 	}
-	mapped, err := f.Verity.OpenImage(ctx, dev, MapperName, want.Verity)
+	mapped, err := f.Verity.OpenImage(ctx, dev, MapperName, got.Verity)
 	if errors.Is(err, verity.ErrMismatch) {
 		undo()
-		return false, err.Error() + ": the copy is damaged, or was changed", nil
+		return got, err.Error() + ": the copy is damaged, or was changed", nil
 	}
 	if err != nil {
 		undo()
-		return false, "", fmt.Errorf("payload: %s: %w", c.what, err)
+		return got, "", fmt.Errorf("payload: %s: %w", c.what, err)
 	}
 	if err := f.Mounter.Mount(mapped, target, "squashfs", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
 		_ = f.Verity.Close(ctx, MapperName)
 		undo()
-		return false, "", fmt.Errorf("payload: mount %s (%s through dm-verity) on %s: %w", mapped, c.what, target, err)
+		return got, "", fmt.Errorf("payload: mount %s (%s through dm-verity) on %s: %w", mapped, c.what, target, err)
 	}
-	return true, "", nil
+	return got, "", nil
 }
 
 // openISO mounts an ISO medium read-only on MediumDir and returns the payload file's path on it.
@@ -238,39 +249,40 @@ func (f Finder) openISO(dev string) (file, why string, err error) {
 }
 
 // check reads the candidate in three places: the squashfs and dm-verity superblocks and the top of the
-// tree, whose hash must be the recorded root (another build's payload has another), and the last byte
-// of the image (a copy cut short has none). It returns why the candidate is not the payload, "" when it
-// may be; dm-verity decides the rest as the blocks are read.
-func (f Finder) check(path string, want payload.Record) (why string) {
+// tree, whose hash must be a recorded root (another build's payload has another), and the last byte of
+// the image (a copy cut short has none). It returns the record the candidate may be, or why it is not the
+// payload; dm-verity decides the rest as the blocks are read.
+func (f Finder) check(path string, want payload.Records) (rec payload.Record, why string) {
 	r, err := f.Opener.Open(path)
 	if err != nil {
-		return "cannot be read: " + err.Error()
+		return rec, "cannot be read: " + err.Error()
 	}
 	defer r.Close()
 	got, err := payload.ReadVerity(r)
 	if err != nil {
-		return "holds no Cairn payload: " + err.Error()
+		return rec, "holds no Cairn payload: " + err.Error()
 	}
-	if got != want.Verity {
-		return fmt.Sprintf("holds another build's payload (dm-verity root hash %s over %d bytes)", got.RootHash, got.DataSize)
+	rec, ok := want.Find(got)
+	if !ok {
+		return rec, fmt.Sprintf("holds another build's payload (dm-verity root hash %s over %d bytes)", got.RootHash, got.DataSize)
 	}
-	if _, err := r.ReadAt(make([]byte, 1), want.Size-1); err != nil {
-		return fmt.Sprintf("is cut short: its last byte, at %d, cannot be read: %v", want.Size-1, err)
+	if _, err := r.ReadAt(make([]byte, 1), rec.Size-1); err != nil {
+		return rec, fmt.Sprintf("is cut short: its last byte, at %d, cannot be read: %v", rec.Size-1, err)
 	}
-	return ""
+	return rec, ""
 }
 
 // ErrNoPayload is ReadRecord's error for an image built without Kubernetes.
 var ErrNoPayload = errors.New("this image carries no Kubernetes payload")
 
-// ReadRecord reads what the root image records for the payload (payload.SumFile).
-func ReadRecord(file string) (payload.Record, error) {
+// ReadRecords reads what the root image records for the payload (payload.SumFile).
+func ReadRecords(file string) (payload.Records, error) {
 	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return payload.Record{}, fmt.Errorf("payload: %w (%s is missing): it runs the maintenance API only", ErrNoPayload, file)
+		return nil, fmt.Errorf("payload: %w (%s is missing): it runs the maintenance API only", ErrNoPayload, file)
 	}
 	if err != nil {
-		return payload.Record{}, fmt.Errorf("payload: %w", err)
+		return nil, fmt.Errorf("payload: %w", err)
 	}
-	return payload.ParseRecord(string(b))
+	return payload.ParseRecords(string(b))
 }

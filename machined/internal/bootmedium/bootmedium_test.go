@@ -109,8 +109,12 @@ func squashfsSig() []probe.Signature { return []probe.Signature{{Type: probe.Typ
 
 func TestMount(t *testing.T) {
 	dir := t.TempDir()
-	good, want := squashfsImage(t, dir, "a", "this build", 4)
+	good, rec := squashfsImage(t, dir, "a", "this build", 4)
 	other, otherRec := squashfsImage(t, dir, "b", "another build", 4)
+	// The same build's payload packed uncompressed, as the raw disk carries it: another image, another
+	// tree, recorded beside the compressed one.
+	plain, plainRec := squashfsImage(t, dir, "p", "this build, uncompressed", 6)
+	want := payload.Records{rec, plainRec}
 	if b, err := os.ReadFile(good); err != nil || os.WriteFile(good+"-copy", b, 0o644) != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +137,10 @@ func TestMount(t *testing.T) {
 			{Number: 2, Path: a, Label: payload.PartitionLabel(payload.SlotA)},
 		}}
 	}
-	verity := func(dev string) string { return fmt.Sprintf("verity %s cairn-payload %d", dev, want.Verity.DataSize) }
+	verity := func(dev string) string { return fmt.Sprintf("verity %s cairn-payload %d", dev, rec.Verity.DataSize) }
+	verityPlain := func(dev string) string {
+		return fmt.Sprintf("verity %s cairn-payload %d", dev, plainRec.Verity.DataSize)
+	}
 	iso := inventory.Disk{Name: "sr0", Path: "/dev/sr0", Signatures: []probe.Signature{{Type: probe.TypeISO9660, Label: "CAIRN"}}}
 	for _, tc := range []struct {
 		name    string
@@ -146,6 +153,12 @@ func TestMount(t *testing.T) {
 		{name: "the raw disk: slot A is tried first and mounted through dm-verity",
 			disks: []inventory.Disk{rawDisk(good, other)},
 			want:  []string{verity(good), "mount " + good + " /target squashfs"}},
+		{name: "the raw disk's slot A holds the uncompressed encoding: opened with its own tree",
+			disks: []inventory.Disk{rawDisk(plain, other)},
+			want:  []string{verityPlain(plain), "mount " + plain + " /target squashfs"}},
+		{name: "an upgrade wrote the compressed encoding to slot B, which booted",
+			disks: []inventory.Disk{rawDisk(plain, good)}, booted: payload.SlotB,
+			want: []string{verity(good), "mount " + good + " /target squashfs"}},
 		{name: "slot A holds another build: slot B, same size, is it",
 			disks: []inventory.Disk{rawDisk(other, good)},
 			want:  []string{verity(good), "mount " + good + " /target squashfs"}},
@@ -174,13 +187,16 @@ func TestMount(t *testing.T) {
 			want:  []string{verity(damaged), verity(good), "mount " + good + " /target squashfs"}},
 		{name: "a copy cut short",
 			disks: []inventory.Disk{{Name: "vdb", Path: short, Signatures: squashfsSig()}},
-			err:   fmt.Sprintf("is cut short: its last byte, at %d, cannot be read", want.Size-1)},
+			err:   fmt.Sprintf("is cut short: its last byte, at %d, cannot be read", rec.Size-1)},
 		{name: "a slot that holds no squashfs",
 			disks: []inventory.Disk{rawDisk(junk, junk)},
 			err:   "(partition CAIRN-PAYLOAD-A): holds no Cairn payload: no squashfs image at its start; "},
 		{name: "no medium at all says what was looked for",
 			disks: []inventory.Disk{{Name: "vdb", Path: "/dev/vdb"}},
 			err:   "attach payload.squashfs as a read-only disk"},
+		{name: "a search that finds nothing names every recorded encoding",
+			disks: []inventory.Disk{rawDisk(other, other)},
+			err:   "(dm-verity root hash " + rec.Verity.RootHash + fmt.Sprintf(", %d bytes, or dm-verity root hash ", rec.Size) + plainRec.Verity.RootHash},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &fakeMounter{t: t, isoDev: "/dev/sr0", isoFile: tc.isoFile, refuse: map[string]bool{damaged: true}}
@@ -209,7 +225,7 @@ func TestMountNamesARefusedCopy(t *testing.T) {
 	good, want := squashfsImage(t, t.TempDir(), "a", "this build", 2)
 	m := &fakeMounter{t: t, refuse: map[string]bool{good: true}}
 	f := finder(t, m, []inventory.Disk{{Name: "vdb", Path: good, Signatures: squashfsSig()}})
-	err := f.Mount(context.Background(), want, "/target")
+	err := f.Mount(context.Background(), payload.Records{want}, "/target")
 	if err == nil || !strings.Contains(err.Error(), "dm-verity refused its first block") || !strings.Contains(err.Error(), "the copy is damaged, or was changed") {
 		t.Errorf("Mount() = %v, want dm-verity's refusal named", err)
 	}
@@ -221,33 +237,35 @@ func TestMountWaitsForTheMedium(t *testing.T) {
 	m := &fakeMounter{t: t}
 	f := finder(t, m, nil, []inventory.Disk{{Name: "sdb", Path: good, Signatures: squashfsSig()}})
 	f.Wait = time.Minute
-	if err := f.Mount(context.Background(), want, "/target"); err != nil {
+	if err := f.Mount(context.Background(), payload.Records{want}, "/target"); err != nil {
 		t.Fatalf("Mount() = %v, want nil once the disk appears", err)
 	}
 	f = finder(t, m, nil)
-	if err := f.Mount(context.Background(), want, "/target"); err == nil {
+	if err := f.Mount(context.Background(), payload.Records{want}, "/target"); err == nil {
 		t.Fatal("Mount() without Wait and without a medium = nil, want an error")
 	}
 }
 
-func TestReadRecord(t *testing.T) {
+func TestReadRecords(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := ReadRecord(filepath.Join(dir, "none")); err == nil || !strings.Contains(err.Error(), "carries no Kubernetes payload") {
-		t.Errorf("ReadRecord(missing) = %v, want the image named as one without a payload", err)
+	if _, err := ReadRecords(filepath.Join(dir, "none")); err == nil || !strings.Contains(err.Error(), "carries no Kubernetes payload") {
+		t.Errorf("ReadRecords(missing) = %v, want the image named as one without a payload", err)
 	}
 	p := filepath.Join(dir, "sum")
 	_, rec := payloadtest.Image(2, "a")
-	if err := os.WriteFile(p, []byte(rec.String()+"\n"), 0o644); err != nil {
+	_, plain := payloadtest.Image(3, "a, uncompressed")
+	want := payload.Records{rec, plain}
+	if err := os.WriteFile(p, []byte(want.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadRecord(p)
-	if err != nil || got != rec {
-		t.Errorf("ReadRecord() = %v, %v, want %v", got, err, rec)
+	got, err := ReadRecords(p)
+	if err != nil || cmp.Diff(want, got) != "" {
+		t.Errorf("ReadRecords() = %v, %v, want %v", got, err, want)
 	}
 	if err := os.WriteFile(p, []byte(rec.Sum.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadRecord(p); err == nil || !strings.Contains(err.Error(), `want "SHA256 SIZE ROOTHASH DATASIZE"`) {
-		t.Errorf("ReadRecord(a sum without a dm-verity root) = %v, want the format named", err)
+	if _, err := ReadRecords(p); err == nil || !strings.Contains(err.Error(), `want "SHA256 SIZE ROOTHASH DATASIZE"`) {
+		t.Errorf("ReadRecords(a sum without a dm-verity root) = %v, want the format named", err)
 	}
 }
