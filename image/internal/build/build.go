@@ -62,6 +62,9 @@ const (
 	// Payload is the Kubernetes payload's tree and PayloadImage its packed image (api/payload).
 	Payload      = "payload"
 	PayloadImage = "payload.squashfs"
+	// PayloadPlain is the same tree packed uncompressed, for the raw disk's slot A (payload.Config.Plain):
+	// the raw disk's download is compressed whole.
+	PayloadPlain = "payload-plain.squashfs"
 	// Initramfs is the boot part: init and the root image. The payload is not in it: it travels on the
 	// boot medium (api/payload's Medium), so the kernel unpacks only what the first seconds need.
 	Initramfs = "initramfs.cpio.zst"
@@ -83,7 +86,8 @@ type builder struct {
 	initMods   []string
 	rootMods   []string // the root image's load list
 	reqMods    []string // shipped beside it for the kernel's requests alone (RequestModules)
-	payloadSum string   // what the root image records (api/payload.Record); "" without a bundle
+	payloadSum string   // what the root image records (api/payload.Records); "" without a bundle
+	plain      bool     // this build packed PayloadPlain, which payloadSum records too
 }
 
 // Run builds every artifact and prints their sizes.
@@ -129,7 +133,7 @@ func Run(ctx context.Context, c Config) error {
 		b.logf("[%s] done in %v", s.name, time.Since(start).Round(time.Millisecond))
 	}
 	b.logf("built in %v (SOURCE_DATE_EPOCH=%d, version %s):", time.Since(total).Round(time.Millisecond), c.Epoch, c.Version)
-	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, MachinedImage, PayloadImage, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
+	for _, name := range []string{Vmlinuz, Vmlinux, InitBin, RootImage, MachinedImage, PayloadImage, PayloadPlain, Initramfs, UKIName, ISOName, RawName, GCEName, UpgradeBundle} {
 		p := filepath.Join(c.Out, name)
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -331,11 +335,15 @@ func (b *builder) payload(ctx context.Context) error {
 		b.logf("[payload] no Kubernetes bundle: %s does not exist (build it first to ship Kubernetes)", b.BundleDir)
 		return nil
 	}
-	rec, err := payload.Pack(ctx, b.payloadConfig(), b.logf)
+	c := b.payloadConfig()
+	if b.Raw {
+		c.Plain = b.out(PayloadPlain)
+	}
+	rec, err := payload.Pack(ctx, c, b.logf)
 	if err != nil {
 		return err
 	}
-	b.payloadSum = rec.String()
+	b.payloadSum, b.plain = rec.String(), len(rec) > 1
 	return nil
 }
 
@@ -396,16 +404,41 @@ func (b *builder) uki(ctx context.Context) error {
 	})
 }
 
+// raw builds the raw disk with the uncompressed payload in slot A when this build packed one: the disk is
+// downloaded compressed whole (`zstd --long`), which packs the uncompressed payload smaller than the
+// squashfs's own compression (docs/figures.md, 2026-12-07).
 func (b *builder) raw(ctx context.Context) error {
+	pay := b.payloadImage()
+	if b.plain {
+		pay = b.out(PayloadPlain)
+	}
+	return b.rawDisk(ctx, pay, b.out(RawName))
+}
+
+func (b *builder) rawDisk(ctx context.Context, pay, out string) error {
 	return boot.Raw(ctx, boot.RawConfig{
-		UKI: b.out(UKIName), Payload: b.payloadImage(), Version: b.Version,
-		Out: b.out(RawName), Work: b.out(".raw-work"), Epoch: b.Epoch, Size: b.RawSize,
+		UKI: b.out(UKIName), Payload: pay, Version: b.Version,
+		Out: out, Work: b.out(".raw-work"), Epoch: b.Epoch, Size: b.RawSize,
 	})
 }
 
 // gce packs the raw disk for Compute Engine: the one platform whose image import needs its own packaging.
+// Its tarball is gzipped, whose 32 KiB window shares nothing across binaries, so its disk carries the
+// compressed payload, as the ISO does: a disk of its own when the raw disk carries the uncompressed one.
 func (b *builder) gce(ctx context.Context) error {
-	return boot.GCETarball(ctx, b.out(RawName), b.out(GCEName), b.Epoch)
+	if !b.plain {
+		return boot.GCETarball(ctx, b.out(RawName), b.out(GCEName), b.Epoch)
+	}
+	dir := b.out(".gce-work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	disk := filepath.Join(dir, RawName)
+	if err := b.rawDisk(ctx, b.payloadImage(), disk); err != nil {
+		return err
+	}
+	return boot.GCETarball(ctx, disk, b.out(GCEName), b.Epoch)
 }
 
 // bundle packs the upgrade bundle. It is written beside its final name and renamed, so an interrupted

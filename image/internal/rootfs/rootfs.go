@@ -57,7 +57,7 @@ type Config struct {
 	Requested     []string // module paths shipped for the kernel's requests alone, not in the load list
 	DepFile       []byte   // modules.dep for Modules and Requested
 	AliasFile     []byte   // modules.alias lines of Modules and Requested
-	PayloadSum    string   // what the payload image must be (api/payload.Record); "" for an image without Kubernetes
+	PayloadSum    string   // what the payload images must be (api/payload.Records); "" for an image without Kubernetes
 	Tools         []string // host executables to ship in /usr/sbin, with their libraries
 	HostRoot      string   // "/" normally; where Tools and their libraries are looked up
 	HostFiles     map[string]string
