@@ -3,7 +3,7 @@
 //
 //	go run ./image/cmd/size [-out _out] [-json FILE]
 //
-// The downloads (ISO, raw disk compressed with zstd) and their parts (the kernel; the boot part, with
+// The downloads (the ISO; the raw disk compressed with zstd, written to OUT/cairn.raw.zst) and their parts (the kernel; the boot part, with
 // the two squashfs images inside it; the Kubernetes payload) are measured as they are. Inside the
 // payload, each binary and each image layer is compressed alone as the payload packs it (zstd at level
 // 19, no match farther back than its 1 MiB blocks), which estimates its share; results are cached under
@@ -72,14 +72,17 @@ func measure(out string) ([]row, error) {
 		}
 	}
 	file("cairn.iso (download)", "cairn.iso", "kernel, boot part and payload, BIOS and UEFI boot loaders")
-	if n, err := zstdSize(out, filepath.Join(out, "cairn.raw")); err == nil {
-		rows = append(rows, row{Piece: "cairn.raw.zst (download)", Compressed: n, Note: "the raw disk, zstd -19"})
+	if n, err := rawDownload(out); err == nil {
+		rows = append(rows, row{Piece: "cairn.raw.zst (download)", Compressed: n, Note: "the raw disk, its payload uncompressed: zstd " + strings.Join(rawZstdArgs, " ")})
+	} else if !os.IsNotExist(err) {
+		return rows, err
 	}
 	file("  kernel", "vmlinuz", kernelNote(filepath.Join(out, "vmlinuz")))
 	file("  boot part", "initramfs.cpio.zst", "the two images below as they are, then init and its modules in zstd -19")
 	file("    machined image", "machined.squashfs", "machined (squashfs, LZ4: paged in fast while it starts), as the kernel unpacks it")
 	file("    root image", "rootfs.squashfs", "modules, disk tools and their libraries (squashfs, zstd), as the kernel unpacks it")
 	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (zstd -19, 1 MiB window)")
+	file("  payload, uncompressed", "payload-plain.squashfs", "the same tree with nothing compressed, in the raw disk's slot A")
 	pieces, err := payloadPieces(out)
 	if err != nil {
 		return rows, err
@@ -227,30 +230,40 @@ func pieceSize(out, p string) (int64, int64, error) {
 	return raw, int64(n), nil
 }
 
-// zstdSize is what the (sparse) file compresses to with zstd -19, cached like pieceSize by its size and
-// modification time (hashing 4 GiB of mostly holes would take longer than compressing it).
-func zstdSize(out, p string) (int64, error) {
-	fi, err := os.Stat(p)
+// rawZstdArgs compress the raw disk for its download. The long window (128 MiB, the most `zstd -d`
+// takes without flags) reaches across the uncompressed payload's binaries, which share the Go runtime,
+// gRPC, protobuf and the Kubernetes libraries; level 22 takes about three minutes on two cores.
+var rawZstdArgs = []string{"--ultra", "-22", "--long=27", "-T2"}
+
+// rawDownload writes OUT/cairn.raw.zst, the raw disk's download, and returns its size. It is made again
+// only when cairn.raw changed since (its size and modification time, kept beside it: hashing 4 GiB of
+// mostly holes would take longer than comparing them).
+func rawDownload(out string) (int64, error) {
+	raw, zst := filepath.Join(out, "cairn.raw"), filepath.Join(out, "cairn.raw.zst")
+	fi, err := os.Stat(raw)
 	if err != nil {
 		return 0, err
 	}
-	key := fmt.Sprintf("zstd-%s-%d-%d", filepath.Base(p), fi.Size(), fi.ModTime().UnixNano())
-	cache := filepath.Join(out, ".size", key)
-	if b, err := os.ReadFile(cache); err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-			return n, nil
+	key := fmt.Sprintf("%d %d %s\n", fi.Size(), fi.ModTime().UnixNano(), strings.Join(rawZstdArgs, " "))
+	if b, err := os.ReadFile(zst + ".stamp"); err == nil && string(b) == key {
+		if z, err := os.Stat(zst); err == nil {
+			return z.Size(), nil
 		}
 	}
-	cmd := exec.Command("zstd", "-19", "-T2", "-c", p)
-	var n countWriter
-	cmd.Stdout = &n
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("zstd %s: %w", p, err)
+	fmt.Fprintf(os.Stderr, "size: compressing %s into %s (zstd %s; about three minutes)\n", raw, zst, strings.Join(rawZstdArgs, " "))
+	args := append(append([]string{"-q", "-f"}, rawZstdArgs...), raw, "-o", zst+".tmp")
+	if b, err := exec.Command("zstd", args...).CombinedOutput(); err != nil {
+		os.Remove(zst + ".tmp")
+		return 0, fmt.Errorf("zstd %s: %w: %s", raw, err, b)
 	}
-	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err == nil {
-		_ = os.WriteFile(cache, []byte(strconv.FormatInt(int64(n), 10)), 0o644)
+	if err := os.Rename(zst+".tmp", zst); err != nil {
+		return 0, err
 	}
-	return int64(n), nil
+	z, err := os.Stat(zst)
+	if err != nil {
+		return 0, err
+	}
+	return z.Size(), os.WriteFile(zst+".stamp", []byte(key), 0o644)
 }
 
 type countWriter int64
