@@ -136,7 +136,7 @@ reliability: build ## issue 16's figures: 200 mutual-TLS clients against a sandb
 	$(GO) test -tags integration -count=1 -v -timeout 10m -run 'TestLoad$$' ./hack/sandboxtest/
 	$(MAKE) --no-print-directory fuzz
 
-bench: image ## figures: boot time, API latency, Init to Running, image sizes (prints, never asserts; KERNEL_ROOT=_out/kernel/root: with make kernel's kernel, the floor too)
+bench: image size ## figures: the sizes (make size: the downloads piece by piece), then boot time, API latency, Init to Running (prints, never asserts; KERNEL_ROOT=_out/kernel/root: with make kernel's kernel, the floor too)
 	CAIRN_KERNEL_ROOT=$(KERNEL_ROOT) ./hack/bench/bench.sh
 
 test: unit integration e2e ## every test layer (the README's test command; CI runs it)

@@ -207,10 +207,14 @@ func loadAvg() string {
 // sizes lists each artifact's size (for sparse files the blocks they really take) and the bundle's.
 func sizes(dir string) []size {
 	var out []size
-	for _, f := range []string{"vmlinuz", "vmlinux", "initramfs.cpio.zst", "rootfs.squashfs", "machined.squashfs", "payload.squashfs", "cairn.iso", "cairn.raw", "init", "machined", "cairnctl"} {
+	for _, f := range []string{"vmlinuz", "vmlinux", "initramfs.cpio.zst", "rootfs.squashfs", "machined.squashfs", "payload.squashfs", "payload-plain.squashfs", "cairn.iso", "cairn.raw", "cairn.raw.zst", "init", "machined", "cairnctl"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil {
-			out = append(out, size{Name: f, Note: "missing"})
+			note := "missing"
+			if f == "cairn.raw.zst" {
+				note = "missing: make size writes it"
+			}
+			out = append(out, size{Name: f, Note: note})
 			continue
 		}
 		s := size{Name: f, MiB: float64(fi.Size()) / (1 << 20)}
