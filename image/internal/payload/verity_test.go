@@ -2,11 +2,13 @@ package payload
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cairn-os/cairn/api/upgrade"
@@ -102,5 +104,53 @@ func TestAppendVerity(t *testing.T) {
 	}
 	if v2 != v || !bytes.Equal(again, after) {
 		t.Errorf("a second appendVerity of the same image made another tree (root %s, then %s)", v.RootHash, v2.RootHash)
+	}
+}
+
+// The raw disk's packing holds the files as they are (so the disk's download, compressed whole, can share
+// what they have in common), with a tree of its own; each packing is made again only for another tree.
+func TestPackPlain(t *testing.T) {
+	needTools(t, "mksquashfs", "veritysetup")
+	dir := t.TempDir()
+	c := Config{Dir: filepath.Join(dir, "tree"), Epoch: 1700000000}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	text := bytes.Repeat([]byte("the same Go runtime in every binary. "), 20000)
+	if err := os.WriteFile(filepath.Join(c.Dir, "kube"), text, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	logf := func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	packed, plain := filepath.Join(dir, "payload.squashfs"), filepath.Join(dir, "payload-plain.squashfs")
+	rec, err := pack(t.Context(), c, packed, "zstd", mksquashfsArgs, []byte("tree 1"), logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prec, err := pack(t.Context(), c, plain, "uncompressed", plainArgs, []byte("tree 1"), logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prec.Verity == rec.Verity || prec.SHA256 == rec.SHA256 {
+		t.Errorf("the two packings have the same record %v", rec)
+	}
+	for _, tc := range []struct {
+		image    string
+		verbatim bool
+	}{{packed, false}, {plain, true}} {
+		b, err := os.ReadFile(tc.image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(b, text[:4096]); got != tc.verbatim {
+			t.Errorf("%s holds the file's bytes as they are: %v, want %v", filepath.Base(tc.image), got, tc.verbatim)
+		}
+	}
+	logs = nil
+	if again, err := pack(t.Context(), c, plain, "uncompressed", plainArgs, []byte("tree 1"), logf); err != nil || again != prec {
+		t.Errorf("pack of the same tree again = %v, %v; want %v", again, err, prec)
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], "up to date") {
+		t.Errorf("pack of the same tree again logged %q, want it up to date", logs)
 	}
 }
