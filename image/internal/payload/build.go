@@ -54,8 +54,8 @@ const formatVersion = "cairn-payload-1"
 var mksquashfsArgs = []string{"-comp", "zstd", "-Xcompression-level", "19", "-b", "1M"}
 
 // plainArgs pack Config.Plain: no inode, data, fragment or xattr compression. A node reads it through
-// dm-verity as it reads the compressed one; measured on 2026-12-07 (three Inits against two), hashing 3.6 times
-// the bytes made apiserver-ready no later than decoding zstd did.
+// dm-verity as it reads the compressed one; measured on 2026-12-07 (three Inits against two), hashing
+// 3.6 times the bytes made apiserver-ready no later than decoding zstd did.
 var plainArgs = []string{"-noI", "-noD", "-noF", "-noX", "-b", "1M"}
 
 // Stage makes the payload tree in Dir from the bundle, unless the stamp beside it says it is made from
