@@ -84,13 +84,9 @@ func mediumRecord(file string, recs payload.Records) (payload.Record, error) {
 		return payload.Record{}, fmt.Errorf("the boot medium's payload: %w", err)
 	}
 	defer f.Close()
-	v, err := payload.ReadVerity(f)
-	if err != nil {
-		return payload.Record{}, fmt.Errorf("the boot medium's payload %s: %w", file, err)
-	}
-	rec, ok := recs.Find(v)
-	if !ok {
-		return payload.Record{}, fmt.Errorf("the boot medium's payload %s (dm-verity root hash %s) is not one this build records", file, v.RootHash)
+	rec, why := bootmedium.Identify(f, recs)
+	if why != "" {
+		return payload.Record{}, fmt.Errorf("the boot medium's %s %s", file, why)
 	}
 	return rec, nil
 }

@@ -28,7 +28,7 @@ func TestMediumRecord(t *testing.T) {
 	if got, err := mediumRecord(write("plain", plainImg), recs); err != nil || got != plain {
 		t.Errorf("mediumRecord(the second packing) = %v, %v; want %v", got, err, plain)
 	}
-	if _, err := mediumRecord(write("other", otherImg), recs); err == nil || !strings.Contains(err.Error(), "is not one this build records") {
+	if _, err := mediumRecord(write("other", otherImg), recs); err == nil || !strings.Contains(err.Error(), "holds another build's payload") {
 		t.Errorf("mediumRecord(another build's payload) = %v, want it refused", err)
 	}
 	if got, err := mediumRecord(filepath.Join(dir, "none"), recs); err != nil || got != packed {

@@ -2,6 +2,7 @@ package payload_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,7 +72,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	_, b := payloadtest.Image(4, "b")
 	for _, rs := range []payload.Records{{a}, {a, b}} {
 		got, err := payload.ParseRecords(rs.String() + "\n")
-		if err != nil || len(got) != len(rs) || got[0] != rs[0] || got[len(got)-1] != rs[len(rs)-1] {
+		if err != nil || !slices.Equal(got, rs) {
 			t.Errorf("ParseRecords(%q) = %v, %v; want %v", rs.String(), got, err, rs)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -258,6 +259,18 @@ func (f Finder) check(path string, want payload.Records) (rec payload.Record, wh
 		return rec, "cannot be read: " + err.Error()
 	}
 	defer r.Close()
+	if rec, why = Identify(r, want); why != "" {
+		return rec, why
+	}
+	if _, err := r.ReadAt(make([]byte, 1), rec.Size-1); err != nil {
+		return rec, fmt.Sprintf("is cut short: its last byte, at %d, cannot be read: %v", rec.Size-1, err)
+	}
+	return rec, ""
+}
+
+// Identify reads a payload image's dm-verity tree (three blocks) and returns which of want it is, or why
+// it is none of them.
+func Identify(r io.ReaderAt, want payload.Records) (rec payload.Record, why string) {
 	got, err := payload.ReadVerity(r)
 	if err != nil {
 		return rec, "holds no Cairn payload: " + err.Error()
@@ -266,13 +279,10 @@ func (f Finder) check(path string, want payload.Records) (rec payload.Record, wh
 	if !ok {
 		return rec, fmt.Sprintf("holds another build's payload (dm-verity root hash %s over %d bytes)", got.RootHash, got.DataSize)
 	}
-	if _, err := r.ReadAt(make([]byte, 1), rec.Size-1); err != nil {
-		return rec, fmt.Sprintf("is cut short: its last byte, at %d, cannot be read: %v", rec.Size-1, err)
-	}
 	return rec, ""
 }
 
-// ErrNoPayload is ReadRecord's error for an image built without Kubernetes.
+// ErrNoPayload is ReadRecords' error for an image built without Kubernetes.
 var ErrNoPayload = errors.New("this image carries no Kubernetes payload")
 
 // ReadRecords reads what the root image records for the payload (payload.SumFile).
