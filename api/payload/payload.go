@@ -23,7 +23,7 @@
 //     (slot A; slot B is the upgrade's);
 //   - vmlinux mode: a whole disk holding the squashfs (QEMU: payload.squashfs attached read-only);
 //   - the ISO: the file ISOFile on the ISO 9660 filesystem labelled CAIRN (a CD, or the ISO written to a
-//     USB stick).
+//     USB stick), or ISOStream, unpacked onto the node's EPHEMERAL volume first.
 package payload
 
 import (
@@ -52,6 +52,35 @@ const (
 	ISOFile    = "payload.squashfs"
 	MountPoint = "/usr/lib/cairn/payload"
 )
+
+// The ISO's payload as one stream. An ISO whose build packed the uncompressed image (every `make image`)
+// carries that image as a single zstd frame (ISOStream) instead of the compressed image (ISOFile): the
+// squashfs compresses each 1 MiB block alone, so the Go binaries' common code (the runtime, gRPC,
+// protobuf, the Kubernetes client libraries) is stored once per binary, while one stream whose window
+// reaches across the image stores it once. The stream holds the image's data and its dm-verity superblock
+// (StreamSize bytes), not the tree: 1.9 MB of hashes that do not compress, which a node rebuilds
+// (FormatArgs, with the superblock's salt and UUID, ReadSalt) to the same bytes.
+//
+// A node cannot mount a stream: it unpacks it onto its EPHEMERAL volume (UnpackDir) when Init, Join or the
+// start first mounts the payload, rebuilds the tree, keeps the copy across boots, and checks it against the
+// recorded root hash like any other image. The frame's header records the unpacked size, which says which
+// Record the stream claims to be before a byte is unpacked.
+const (
+	ISOStream = "payload.squashfs.zst"
+	// StreamWindowLog is the widest window a node accepts in the stream, 2^28 bytes (the builder packs it
+	// with 2^27): unpacking keeps that much memory, in a process of its own (UnpackHelper).
+	StreamWindowLog = 28
+	// UnpackDir is where a node booted from the ISO keeps the payload unpacked, as UnpackedFile.
+	UnpackDir    = "/var/lib/cairn/payload"
+	UnpackedFile = "payload.squashfs"
+	// UnpackHelper is machined under another name (a link in the root image) that unpacks a stream into a
+	// file: the decoder's window is then no part of PID 1's heap.
+	UnpackHelper = "/usr/libexec/cairn/unpack-payload"
+)
+
+// StreamSize is how many bytes of the image r records the ISO's stream holds: the data and the dm-verity
+// superblock.
+func StreamSize(r Record) int64 { return r.Verity.DataSize + VerityBlock }
 
 // Slots of the raw disk's payload partitions: the image ships in A; B receives an upgrade.
 const (

@@ -158,3 +158,32 @@ func ReadVerity(r io.ReaderAt) (Verity, error) {
 	h.Write(top)
 	return Verity{RootHash: hex.EncodeToString(h.Sum(nil)), DataSize: data}, nil
 }
+
+// FormatArgs are veritysetup's arguments that append an image's dm-verity superblock and tree (the layout
+// above) to the image file itself, after its first dataSize bytes, with the given salt (hex) and UUID:
+// the builder's, and a node's that rebuilds the tree of the ISO's stream, which carries the data and the
+// superblock only (ISOStream). The same data, salt and UUID always give the same tree, byte for byte.
+func FormatArgs(image string, dataSize int64, salt, uuid string) []string {
+	return []string{"format", image, image,
+		"--hash-offset=" + strconv.FormatInt(dataSize, 10), "--data-blocks=" + strconv.FormatInt(dataSize/VerityBlock, 10),
+		"--data-block-size=4096", "--hash-block-size=4096", "--hash=sha256", "--format=1",
+		"--salt=" + salt, "--uuid=" + uuid}
+}
+
+// ReadSalt reads the salt (hex) and the UUID of the dm-verity superblock at byte dataSize of r, as
+// FormatArgs takes them.
+func ReadSalt(r io.ReaderAt, dataSize int64) (salt, uuid string, err error) {
+	vsb := make([]byte, VerityBlock)
+	if _, err := r.ReadAt(vsb, dataSize); err != nil {
+		return "", "", fmt.Errorf("read the dm-verity superblock at byte %d: %w", dataSize, err)
+	}
+	if string(vsb[:8]) != verityMagic {
+		return "", "", fmt.Errorf("no dm-verity superblock at byte %d", dataSize)
+	}
+	n := int(binary.LittleEndian.Uint16(vsb[80:]))
+	if n > 256 {
+		return "", "", fmt.Errorf("dm-verity superblock: a salt of %d bytes", n)
+	}
+	u := vsb[16:32]
+	return hex.EncodeToString(vsb[88 : 88+n]), fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+}

@@ -34,10 +34,7 @@ func appendVerity(ctx context.Context, image, squashfsSHA256 string) (payload.Ve
 	seed := sha256.Sum256([]byte("cairn payload verity " + squashfsSHA256))
 	salt, u := hex.EncodeToString(seed[:]), seed[:16]
 	uuid := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-	out, err := exec.CommandContext(ctx, "veritysetup", "format", image, image,
-		"--hash-offset="+fmt.Sprint(size), "--data-blocks="+fmt.Sprint(size/payload.VerityBlock),
-		"--data-block-size=4096", "--hash-block-size=4096", "--hash=sha256", "--format=1",
-		"--salt="+salt, "--uuid="+uuid).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "veritysetup", payload.FormatArgs(image, size, salt, uuid)...).CombinedOutput()
 	if err != nil {
 		return payload.Verity{}, fmt.Errorf("veritysetup format %s: %w: %s", image, err, out)
 	}
