@@ -36,12 +36,9 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 	if c := x.node.Machine(); req.Disk.IsZero() && c != nil {
 		req = install.Request{Disk: c.Machine.Install.Disk, Wipe: o.Wipe || c.Machine.Install.Wipe}
 	}
-	// The payload search mounts the ISO it found the payload on (on a disk-booted node it finds a slot);
-	// a node in maintenance may not have searched yet.
-	if _, err := os.Stat(filepath.Join(mediumDir, payload.ISOFile)); err != nil {
-		if err := x.payload.Mount(ctx); err != nil {
-			return &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
-		}
+	file, err := x.payloadFile(ctx)
+	if err != nil {
+		return err
 	}
 	recs, err := bootmedium.ReadRecords(payload.SumFile)
 	if err != nil {
@@ -49,11 +46,11 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 	}
 	// The build records an encoding of the payload for each kind of medium; the install copies the
 	// medium's, so it is checked against the record of that one.
-	rec, err := mediumRecord(filepath.Join(mediumDir, payload.ISOFile), recs)
+	rec, err := mediumRecord(file, recs)
 	if err != nil {
 		return &install.Refusal{Err: err}
 	}
-	src := install.Source{Dir: mediumDir, Version: x.version, Payload: rec.Sum}
+	src := install.Source{Dir: mediumDir, Version: x.version, Payload: rec.Sum, PayloadFile: file}
 	var d inventory.Disk
 	err = x.node.Installing(ctx, func(ctx context.Context) error {
 		d, err = x.inst.Install(ctx, src, req, progress)
@@ -71,6 +68,24 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 	}
 	progress(msg + ": rebooting from it")
 	return x.node.InstallReboot(ctx)
+}
+
+// payloadFile is the payload image the install copies: the ISO's image file, or the image its stream was
+// unpacked into (payload.ISOStream). The payload search mounts the ISO it found the payload on (on a
+// disk-booted node it finds a slot); a node in maintenance may not have searched yet, or may not have
+// unpacked the ISO's stream, which the search then does (into memory: maintenance mounts no volume).
+func (x *installer) payloadFile(ctx context.Context) (string, error) {
+	image := filepath.Join(mediumDir, payload.ISOFile)
+	if _, err := os.Stat(image); err == nil {
+		return image, nil
+	}
+	if err := x.payload.Mount(ctx); err != nil {
+		return "", &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
+	}
+	if f := x.payload.Unpacked(); f != "" {
+		return f, nil
+	}
+	return image, nil // on the ISO, or not there: the install refuses a medium without it
 }
 
 // mediumRecord is the record of the ISO's payload image file: the one whose dm-verity tree it carries. A

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/cairn-os/cairn/machined/internal/modprobe"
+	"github.com/cairn-os/cairn/machined/internal/unpack"
 )
 
 // Set at build time with -ldflags -X.
@@ -22,8 +23,11 @@ var (
 
 func main() {
 	// The kernel runs machined by the name modprobe (the root image's link) for its module requests.
-	if filepath.Base(os.Args[0]) == modprobe.Name {
+	switch filepath.Base(os.Args[0]) {
+	case modprobe.Name:
 		os.Exit(modprobe.Main(os.Args[1:]))
+	case unpack.Name: // machined's own helper, for the ISO's payload stream (payload.go)
+		os.Exit(unpack.Main(os.Args[1:], os.Stderr))
 	}
 	tuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

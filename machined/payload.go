@@ -33,17 +33,23 @@ const mediumDir = "/run/cairn/medium"
 // wrong medium is in the log before anyone asks for Init, and Init finds the payload mounted. The
 // workload's mount waits for that search, at normal priority, or searches itself.
 type payloadSource struct {
-	finder  bootmedium.Finder
-	sumFile string // payload.SumFile
-	log     *slog.Logger
+	finder bootmedium.Finder
+	// unpacker unpacks the ISO's stream onto EPHEMERAL: given to every search but the early one, which
+	// runs before the volumes are mounted.
+	unpacker bootmedium.DirUnpacker
+	sumFile  string // payload.SumFile
+	log      *slog.Logger
 
 	once sync.Once
 	done chan struct{} // closed when the early search has ended; err is its result
 	err  error
 
-	mu    sync.Mutex
-	tid   int  // the early search's thread while it runs at low priority, 0 otherwise
-	hurry bool // someone waits for the early search: it runs at normal priority
+	mu      sync.Mutex
+	bus     *events.Bus        // where the unpacking's progress is published, once the node has one
+	seq     func() string      // the sequence running, whose followers (cairnctl init) see that progress
+	tid     int                // the early search's thread while it runs at low priority, 0 otherwise
+	hurry   bool               // someone waits for the early search: it runs at normal priority
+	mounted bootmedium.Mounted // what the last search that succeeded mounted
 }
 
 func newPayloadSource(scanner inventory.Scanner, load func(names ...string), starter proc.Starter, log *slog.Logger) *payloadSource {
@@ -53,9 +59,31 @@ func newPayloadSource(scanner inventory.Scanner, load func(names ...string), sta
 			// veritysetup's lock directory; it warns on every call without it.
 			return os.MkdirAll("/run/cryptsetup", 0o700)
 		}}
-	return &payloadSource{log: log, done: make(chan struct{}), sumFile: payload.SumFile,
+	p := &payloadSource{log: log, done: make(chan struct{}), sumFile: payload.SumFile,
 		finder: bootmedium.Finder{Disks: scanner.Scan, Opener: inventory.OSOpener{}, Mounter: sys.Mounter{}, Verity: v,
-			AttachLoop: sys.AttachLoop, LoadModules: load, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
+			AttachLoop: sys.AttachLoop, DetachLoop: sys.DetachLoop, LoadModules: load, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
+	helper := apply.ExecRunner{Starter: starter}
+	p.unpacker = bootmedium.DirUnpacker{Dir: payload.UnpackDir, Opener: inventory.OSOpener{}, Free: sys.FreeBytes, Log: log, Format: v.Format,
+		Decode: func(ctx context.Context, src, dst string) error {
+			_, err := helper.Run(ctx, payload.UnpackHelper, src, dst)
+			return err
+		},
+		Progress: func(outcome, msg string) {
+			p.mu.Lock()
+			bus, seq := p.bus, p.seq
+			p.mu.Unlock()
+			if bus != nil {
+				bus.Publish(events.Event{Kind: events.KindPayload, Sequence: seq(), Outcome: outcome, Message: msg})
+			}
+		}}
+	return p
+}
+
+// publishTo makes the unpacking's progress events of bus, in the sequence seq says is running.
+func (p *payloadSource) publishTo(bus *events.Bus, seq func() string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bus, p.seq = bus, seq
 }
 
 // early starts the search once the disk controllers' drivers are loaded (disks), not every module: the
@@ -65,7 +93,7 @@ func newPayloadSource(scanner inventory.Scanner, load func(names ...string), sta
 // at normal priority from the start.
 func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent bool) {
 	p.once.Do(func() {
-		p.log, p.finder.Log = log, log
+		p.log, p.finder.Log, p.unpacker.Log = log, log, log
 		if urgent {
 			p.hurryNow()
 		}
@@ -81,8 +109,9 @@ func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent 
 				p.tid = tid
 			}
 			p.mu.Unlock()
-			p.err = p.mount(context.Background())
+			p.err = p.mount(context.Background(), false)
 			switch {
+			case errors.Is(p.err, bootmedium.ErrUnpackLater): // the search's "payload found" line says so
 			case errors.Is(p.err, bootmedium.ErrNoPayload):
 				p.log.Info("payload", "note", p.err)
 			case p.err != nil:
@@ -95,12 +124,45 @@ func (p *payloadSource) early(modules <-chan struct{}, log *slog.Logger, urgent 
 	})
 }
 
-func (p *payloadSource) mount(ctx context.Context) error {
+// mount searches for the payload and mounts it; unpack gives the search the unpacker (the volumes are
+// mounted).
+func (p *payloadSource) mount(ctx context.Context, unpack bool) error {
 	want, err := bootmedium.ReadRecords(p.sumFile)
 	if err != nil {
 		return err
 	}
-	return p.finder.Mount(ctx, want, payload.MountPoint)
+	f := p.finder
+	if unpack {
+		f.Unpacker = p.unpacker
+	}
+	m, err := f.Mount(ctx, want, payload.MountPoint)
+	if err == nil {
+		p.mu.Lock()
+		p.mounted = m
+		p.mu.Unlock()
+	}
+	return err
+}
+
+// unpacked is the file the payload was unpacked into and is mounted from, "" when it is mounted from the
+// medium itself.
+func (p *payloadSource) unpacked() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mounted.Unpacked
+}
+
+// release lets go of a payload unpacked onto EPHEMERAL before the volumes unmount (bootmedium's Release).
+// What stays busy is detached, and the volumes' own unmount detaches what still holds them, so a failure
+// here is logged and never stops a reboot.
+func (p *payloadSource) release(ctx context.Context) error {
+	p.mu.Lock()
+	m := p.mounted
+	p.mu.Unlock()
+	if err := p.finder.Release(ctx, m, payload.MountPoint); err != nil {
+		p.log.Warn("payload: not released before the volumes unmount", "error", err)
+	}
+	return nil
 }
 
 // hurryNow gives the search the normal priority: Init or Join has begun, or the workload waits for it.
@@ -142,10 +204,16 @@ func (p *payloadSource) hurryOnSequence(bus *events.Bus) {
 // that search failed (a medium may have appeared since) or never started.
 func (p *payloadSource) Payload() workload.Payload {
 	return workload.Payload{Dir: payload.MountPoint, Mount: func(ctx context.Context) error {
+		p.mu.Lock()
+		mounted := p.mounted.What != ""
+		p.mu.Unlock()
+		if mounted { // by Init, Join or the start, then asked again by an install
+			return nil
+		}
 		started := true
 		p.once.Do(func() { started = false; close(p.done) })
 		if !started {
-			return p.mount(ctx)
+			return p.mount(ctx, true)
 		}
 		p.hurryNow()
 		select {
@@ -154,8 +222,8 @@ func (p *payloadSource) Payload() workload.Payload {
 			return ctx.Err()
 		}
 		if p.err != nil {
-			return p.mount(ctx)
+			return p.mount(ctx, true)
 		}
 		return nil
-	}}
+	}, Release: p.release, Unpacked: p.unpacked}
 }

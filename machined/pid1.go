@@ -150,6 +150,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		// load behind it.
 		handle: func(n *node.Node, log *slog.Logger, bus *events.Bus) {
 			mods.background()
+			pay.publishTo(bus, func() string { return n.Status().Sequence })
 			pay.early(mods.disks, log, n.Status().LockedBy != "")
 			go pay.hurryOnSequence(bus)
 			go wd.run(mods.all, mods.softWatchdog, n, log, bus)

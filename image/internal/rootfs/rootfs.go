@@ -8,6 +8,8 @@
 //	                         machined has an image of its own)
 //	/usr/libexec/cairn/modprobe  a link to machined, which answers the kernel's module requests by
 //	                         that name (machined/internal/modprobe)
+//	/usr/libexec/cairn/unpack-payload  a link to machined, which unpacks the ISO's payload stream
+//	                         by that name (machined/internal/unpack)
 //	/usr/sbin/mkfs.xfs ...   disk tools from the build host, with their libraries in
 //	                         /usr/lib/x86_64-linux-gnu and the loader in /usr/lib64
 //	/usr/lib/modules/VERSION the shipped modules, their modules.dep and modules.builtin for kmodule,
@@ -87,6 +89,9 @@ func Build(c Config) (*tree.Tree, []string, error) {
 	}
 	// Not at the kernel's default modprobe path (/sbin/modprobe): see modload.Helper.
 	if err := t.Link(modload.Helper, "../../sbin/machined"); err != nil {
+		return nil, nil, err
+	}
+	if err := t.Link(payload.UnpackHelper, "../../sbin/machined"); err != nil {
 		return nil, nil, err
 	}
 	if err := t.Bytes("/usr/lib/os-release", osRelease(c.Version), 0o644); err != nil {

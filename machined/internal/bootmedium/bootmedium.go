@@ -62,6 +62,11 @@ type Finder struct {
 	Verity  Verity
 	// AttachLoop binds a file to a loop device, read-only: the ISO carries the payload as a file.
 	AttachLoop func(file string) (device string, err error)
+	// DetachLoop frees a loop device once nothing holds it (Release).
+	DetachLoop func(device string) error
+	// Unpacker unpacks an ISO's payload stream (api/payload.ISOStream) onto a volume; nil leaves such a
+	// medium for later (ErrUnpackLater): the search in maintenance has no volume to unpack onto.
+	Unpacker Unpacker
 	// MediumDir is where an ISO medium is mounted (and stays mounted while the payload is in use).
 	MediumDir string
 	// LoadModules loads kernel modules before they are needed (isofs for an ISO medium: the node has no
@@ -128,31 +133,63 @@ func candidates(disks []inventory.Disk, first string) []candidate {
 	return append(append(slots, whole...), isos...)
 }
 
+// Mounted is what a search mounted.
+type Mounted struct {
+	What string // the medium, as the log names it
+	// Loop is the loop device holding the image file (the ISO's, or the stream unpacked), "" when the
+	// image is a device of its own.
+	Loop string
+	// Unpacked is the file the ISO's stream was unpacked into, on a volume; "" for any other medium.
+	Unpacked string
+}
+
 // Mount finds a payload that matches one of want and mounts it read-only, through dm-verity, on target. The
 // error of a search that found nothing names every place tried and why each was not it.
-func (f Finder) Mount(ctx context.Context, want payload.Records, target string) error {
+func (f Finder) Mount(ctx context.Context, want payload.Records, target string) (Mounted, error) {
 	deadline := time.Now().Add(f.Wait)
 	for logged := false; ; logged = true {
-		err := f.search(ctx, want, target)
+		m, err := f.search(ctx, want, target)
 		if !errors.Is(err, errNotFound) || !time.Now().Before(deadline) {
-			return err
+			return m, err
 		}
 		if !logged {
 			f.Log.Info("payload: waiting for the boot medium", "error", err, "up to", time.Until(deadline).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return Mounted{}, ctx.Err()
 		case <-time.After(retryEvery):
 		}
 	}
 }
 
+// Release undoes the mount of a payload unpacked onto a volume (m.Unpacked), so that the volume can be
+// unmounted before a reboot or a wipe: it unmounts target (detached if something still holds it), closes
+// the dm-verity device and frees the loop device. A payload on any other medium is left mounted: nothing
+// of it is on a volume.
+func (f Finder) Release(ctx context.Context, m Mounted, target string) error {
+	if m.Unpacked == "" {
+		return nil
+	}
+	var errs []error
+	if err := f.Mounter.Unmount(target, false); err != nil {
+		errs = append(errs, f.Mounter.Unmount(target, true))
+	}
+	errs = append(errs, f.Verity.Close(ctx, MapperName))
+	if m.Loop != "" && f.DetachLoop != nil {
+		errs = append(errs, f.DetachLoop(m.Loop))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("payload: release %s: %w", m.Unpacked, err)
+	}
+	return nil
+}
+
 // search looks once.
-func (f Finder) search(ctx context.Context, want payload.Records, target string) error {
+func (f Finder) search(ctx context.Context, want payload.Records, target string) (Mounted, error) {
 	disks, err := f.Disks(ctx)
 	if err != nil {
-		return fmt.Errorf("payload: list the disks: %w", err)
+		return Mounted{}, fmt.Errorf("payload: list the disks: %w", err)
 	}
 	first := ""
 	if f.Slot != nil {
@@ -160,23 +197,27 @@ func (f Finder) search(ctx context.Context, want payload.Records, target string)
 	}
 	cands := candidates(disks, first)
 	if len(cands) == 0 {
-		return fmt.Errorf("%w: no boot medium carries one among %d disks: looked for a partition named %s, a disk holding a squashfs image, and an ISO 9660 medium labelled %s (vmlinux boots: attach payload.squashfs as a read-only disk)",
+		return Mounted{}, fmt.Errorf("%w: no boot medium carries one among %d disks: looked for a partition named %s, a disk holding a squashfs image, and an ISO 9660 medium labelled %s (vmlinux boots: attach payload.squashfs as a read-only disk)",
 			errNotFound, len(disks), payload.PartitionLabel(payload.SlotA), isoLabel)
 	}
 	var tried []string
 	for _, c := range cands {
 		start := time.Now()
-		got, why, err := f.try(ctx, c, want, target)
+		m, got, why, err := f.try(ctx, c, want, target)
+		if errors.Is(err, ErrUnpackLater) {
+			f.Log.Info("payload found", "on", c.what, "dm-verity root hash", got.Verity.RootHash, "bytes", got.Size, "note", err)
+			return m, err
+		}
 		if err != nil {
-			return err
+			return m, err
 		}
 		if why == "" {
 			f.Log.Info("payload found", "on", c.what, "dm-verity root hash", got.Verity.RootHash, "bytes", got.Size, "opened in", time.Since(start).Round(time.Millisecond))
-			return nil
+			return m, nil
 		}
 		tried = append(tried, c.what+": "+why)
 	}
-	return fmt.Errorf("%w: no boot medium holds the payload this root image was built with (%s); tried %s",
+	return Mounted{}, fmt.Errorf("%w: no boot medium holds the payload this root image was built with (%s); tried %s",
 		errNotFound, describe(want), strings.Join(tried, "; "))
 }
 
@@ -190,63 +231,89 @@ func describe(want payload.Records) string {
 }
 
 // try checks one candidate and mounts it when it matches one of want, which it returns. why says why a
-// candidate is not the payload; err is for what stops the search (the context, or a matching payload that
-// does not open or mount).
-func (f Finder) try(ctx context.Context, c candidate, want payload.Records, target string) (got payload.Record, why string, err error) {
+// candidate is not the payload; err is for what stops the search (the context, a matching payload that
+// does not open or mount, or ErrUnpackLater).
+func (f Finder) try(ctx context.Context, c candidate, want payload.Records, target string) (m Mounted, got payload.Record, why string, err error) {
+	m.What = c.what
 	dev := c.path
 	// undo unmounts the ISO medium of a candidate that turned out not to be the payload.
 	undo := func() {}
 	if c.iso {
-		file, why, err := f.openISO(c.path)
+		file, stream, why, err := f.openISO(c.path)
 		if err != nil || why != "" {
-			return got, why, err
+			return m, got, why, err
 		}
 		undo = func() { _ = f.Mounter.Unmount(f.MediumDir, false) }
+		if stream {
+			if got, why = f.streamRecord(file, want); why != "" {
+				undo()
+				return m, got, why, nil
+			}
+			if f.Unpacker == nil {
+				undo()
+				return m, got, "", ErrUnpackLater
+			}
+			// The medium stays mounted: an install copies the kernel and the boot loader from it.
+			if file, err = f.Unpacker.Unpack(ctx, file, got); err != nil {
+				return m, got, "", fmt.Errorf("payload: %s: %w", c.what, err)
+			}
+			m.Unpacked, undo = file, func() {}
+		}
 		if got, why = f.check(file, want); why != "" {
 			undo()
-			return got, why, nil
+			return m, got, why, nil
 		}
 		if dev, err = f.AttachLoop(file); err != nil {
 			undo()
-			return got, "", fmt.Errorf("payload: attach %s to a loop device: %w", file, err)
+			return m, got, "", fmt.Errorf("payload: attach %s to a loop device: %w", file, err)
+		}
+		m.Loop = dev
+		undo = func() {
+			if f.DetachLoop != nil {
+				_ = f.DetachLoop(m.Loop)
+			}
+			_ = f.Mounter.Unmount(f.MediumDir, false)
 		}
 	} else if got, why = f.check(dev, want); why != "" {
-		return got, why, nil
+		return m, got, why, nil
 	}
 	mapped, err := f.Verity.OpenImage(ctx, dev, MapperName, got.Verity)
 	if errors.Is(err, verity.ErrMismatch) {
 		undo()
-		return got, err.Error() + ": the copy is damaged, or was changed", nil
+		return m, got, err.Error() + ": the copy is damaged, or was changed", nil
 	}
 	if err != nil {
 		undo()
-		return got, "", fmt.Errorf("payload: %s: %w", c.what, err)
+		return m, got, "", fmt.Errorf("payload: %s: %w", c.what, err)
 	}
 	if err := f.Mounter.Mount(mapped, target, "squashfs", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
 		_ = f.Verity.Close(ctx, MapperName)
 		undo()
-		return got, "", fmt.Errorf("payload: mount %s (%s through dm-verity) on %s: %w", mapped, c.what, target, err)
+		return m, got, "", fmt.Errorf("payload: mount %s (%s through dm-verity) on %s: %w", mapped, c.what, target, err)
 	}
-	return got, "", nil
+	return m, got, "", nil
 }
 
-// openISO mounts an ISO medium read-only on MediumDir and returns the payload file's path on it.
-func (f Finder) openISO(dev string) (file, why string, err error) {
+// openISO mounts an ISO medium read-only on MediumDir and returns the payload file's path on it: the
+// image (payload.ISOFile), or the stream (payload.ISOStream, stream true).
+func (f Finder) openISO(dev string) (file string, stream bool, why string, err error) {
 	if err := os.MkdirAll(f.MediumDir, 0o755); err != nil {
-		return "", "", fmt.Errorf("payload: %w", err)
+		return "", false, "", fmt.Errorf("payload: %w", err)
 	}
 	if f.LoadModules != nil {
 		f.LoadModules("isofs")
 	}
 	if err := f.Mounter.Mount(dev, f.MediumDir, "iso9660", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
-		return "", "cannot be mounted: " + err.Error(), nil
+		return "", false, "cannot be mounted: " + err.Error(), nil
 	}
-	file = filepath.Join(f.MediumDir, payload.ISOFile)
-	if _, err := os.Stat(file); err != nil {
-		_ = f.Mounter.Unmount(f.MediumDir, false)
-		return "", "has no " + payload.ISOFile, nil
+	for _, name := range []string{payload.ISOFile, payload.ISOStream} {
+		file = filepath.Join(f.MediumDir, name)
+		if _, err := os.Stat(file); err == nil {
+			return file, name == payload.ISOStream, "", nil
+		}
 	}
-	return file, "", nil
+	_ = f.Mounter.Unmount(f.MediumDir, false)
+	return "", false, "has neither " + payload.ISOFile + " nor " + payload.ISOStream, nil
 }
 
 // check reads the candidate in three places: the squashfs and dm-verity superblocks and the top of the

@@ -2,6 +2,7 @@ package bootmedium
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,6 +59,7 @@ type fakeMounter struct {
 	calls   []string
 	isoDev  string
 	isoFile string          // copied to MediumDir/payload.ISOFile when isoDev is mounted; "" for an ISO without it
+	stream  string          // copied to MediumDir/payload.ISOStream when isoDev is mounted
 	refuse  map[string]bool // devices whose first block dm-verity refuses
 }
 
@@ -67,12 +69,15 @@ func (m *fakeMounter) Mount(source, target, fstype string, _ uintptr, _ string) 
 		if source != m.isoDev {
 			return fmt.Errorf("%s: wrong fs type", source)
 		}
-		if m.isoFile != "" {
-			b, err := os.ReadFile(m.isoFile)
+		for name, from := range map[string]string{payload.ISOFile: m.isoFile, payload.ISOStream: m.stream} {
+			if from == "" {
+				continue
+			}
+			b, err := os.ReadFile(from)
 			if err != nil {
 				m.t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(target, payload.ISOFile), b, 0o444); err != nil {
+			if err := os.WriteFile(filepath.Join(target, name), b, 0o444); err != nil {
 				m.t.Fatal(err)
 			}
 		}
@@ -82,7 +87,7 @@ func (m *fakeMounter) Mount(source, target, fstype string, _ uintptr, _ string) 
 
 func (m *fakeMounter) Unmount(target string, _ bool) error {
 	m.calls = append(m.calls, "unmount "+target)
-	return os.RemoveAll(filepath.Join(target, payload.ISOFile))
+	return errors.Join(os.RemoveAll(filepath.Join(target, payload.ISOFile)), os.RemoveAll(filepath.Join(target, payload.ISOStream)))
 }
 
 func finder(t *testing.T, m *fakeMounter, scans ...[]inventory.Disk) Finder {
@@ -177,7 +182,7 @@ func TestMount(t *testing.T) {
 		{name: "an ISO without the payload is unmounted again",
 			disks: []inventory.Disk{iso},
 			want:  []string{"mount /dev/sr0 MEDIUM iso9660", "unmount MEDIUM"},
-			err:   "/dev/sr0 (the ISO 9660 medium CAIRN): has no payload.squashfs"},
+			err:   "/dev/sr0 (the ISO 9660 medium CAIRN): has neither payload.squashfs nor payload.squashfs.zst"},
 		{name: "an ISO with another build's payload is unmounted again, named by its tree",
 			disks: []inventory.Disk{iso}, isoFile: other,
 			want: []string{"mount /dev/sr0 MEDIUM iso9660", "unmount MEDIUM"},
@@ -202,7 +207,7 @@ func TestMount(t *testing.T) {
 			m := &fakeMounter{t: t, isoDev: "/dev/sr0", isoFile: tc.isoFile, refuse: map[string]bool{damaged: true}}
 			f := finder(t, m, tc.disks)
 			f.Slot = func() string { return tc.booted }
-			err := f.Mount(context.Background(), want, "/target")
+			_, err := f.Mount(context.Background(), want, "/target")
 			if tc.err == "" && err != nil {
 				t.Fatalf("Mount() = %v, want nil", err)
 			}
@@ -225,7 +230,7 @@ func TestMountNamesARefusedCopy(t *testing.T) {
 	good, want := squashfsImage(t, t.TempDir(), "a", "this build", 2)
 	m := &fakeMounter{t: t, refuse: map[string]bool{good: true}}
 	f := finder(t, m, []inventory.Disk{{Name: "vdb", Path: good, Signatures: squashfsSig()}})
-	err := f.Mount(context.Background(), payload.Records{want}, "/target")
+	_, err := f.Mount(context.Background(), payload.Records{want}, "/target")
 	if err == nil || !strings.Contains(err.Error(), "dm-verity refused its first block") || !strings.Contains(err.Error(), "the copy is damaged, or was changed") {
 		t.Errorf("Mount() = %v, want dm-verity's refusal named", err)
 	}
@@ -237,11 +242,11 @@ func TestMountWaitsForTheMedium(t *testing.T) {
 	m := &fakeMounter{t: t}
 	f := finder(t, m, nil, []inventory.Disk{{Name: "sdb", Path: good, Signatures: squashfsSig()}})
 	f.Wait = time.Minute
-	if err := f.Mount(context.Background(), payload.Records{want}, "/target"); err != nil {
+	if _, err := f.Mount(context.Background(), payload.Records{want}, "/target"); err != nil {
 		t.Fatalf("Mount() = %v, want nil once the disk appears", err)
 	}
 	f = finder(t, m, nil)
-	if err := f.Mount(context.Background(), payload.Records{want}, "/target"); err == nil {
+	if _, err := f.Mount(context.Background(), payload.Records{want}, "/target"); err == nil {
 		t.Fatal("Mount() without Wait and without a medium = nil, want an error")
 	}
 }

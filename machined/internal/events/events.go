@@ -37,6 +37,9 @@ const (
 	// KindPlatform: an unconfigured node found user data on its platform and inits or joins with it
 	// (outcome init or join), or could not use it (failed, with the reason).
 	KindPlatform = "platform"
+	// KindPayload: the ISO's payload stream is being unpacked onto the EPHEMERAL volume (outcome
+	// unpacking, with how far it is) or was (unpacked).
+	KindPayload = "payload"
 )
 
 // Task outcomes.

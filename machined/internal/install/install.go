@@ -67,19 +67,32 @@ type Source struct {
 	Dir     string      // where the ISO's filesystem is mounted
 	Version string      // the running build's version, written into the boot entry
 	Payload payload.Sum // the payload the running build records; the medium's copy is checked against it
+	// PayloadFile is the payload image copied to slot A: the ISO's image file, or the image its stream
+	// (payload.ISOStream) was unpacked into. "" is the ISO's payload.ISOFile.
+	PayloadFile string
 }
 
 // check says whether Dir is Cairn's ISO with everything an install needs.
 func (s Source) check() error {
-	for _, f := range []string{upgrade.ISOKernel, upgrade.ISOInitramfs, upgrade.ISOStub, upgrade.ISOSystemdBoot, upgrade.ISOCmdline, payload.ISOFile} {
+	for _, f := range []string{upgrade.ISOKernel, upgrade.ISOInitramfs, upgrade.ISOStub, upgrade.ISOSystemdBoot, upgrade.ISOCmdline} {
 		if _, err := os.Stat(filepath.Join(s.Dir, f)); err != nil {
 			return &Refusal{fmt.Errorf("this node did not boot from Cairn's ISO (its medium has no %s): only a node booted from the ISO installs itself; a disk-booted node upgrades instead", f)}
 		}
+	}
+	if _, err := os.Stat(s.payloadFile()); err != nil {
+		return &Refusal{fmt.Errorf("this node did not boot from Cairn's ISO (its medium has no %s, and no payload was unpacked from its %s): only a node booted from the ISO installs itself; a disk-booted node upgrades instead", payload.ISOFile, payload.ISOStream)}
 	}
 	return nil
 }
 
 func (s Source) path(name string) string { return filepath.Join(s.Dir, filepath.FromSlash(name)) }
+
+func (s Source) payloadFile() string {
+	if s.PayloadFile != "" {
+		return s.PayloadFile
+	}
+	return s.path(payload.ISOFile)
+}
 
 // Request is what to install onto.
 type Request struct {
@@ -220,7 +233,7 @@ func (i *Installer) writeTable(d inventory.Disk, t gpt.Table) error {
 // writePayload copies the medium's payload to the slot's partition; WriteDevice reads it back and checks
 // it against the SHA-256 the running build records, so a damaged medium never makes a bootable disk.
 func (i *Installer) writePayload(ctx context.Context, src Source, dev string, progress func(string)) error {
-	f, err := os.Open(src.path(payload.ISOFile))
+	f, err := os.Open(src.payloadFile())
 	if err != nil {
 		return err
 	}

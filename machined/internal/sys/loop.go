@@ -2,19 +2,50 @@ package sys
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/u-root/u-root/pkg/mount/loop"
+	"golang.org/x/sys/unix"
 )
 
-// AttachLoop binds file to a free loop device and returns the device. A file on a read-only
-// filesystem (the ISO) gives a read-only device: the kernel makes the loop as writable as its file.
+// AttachLoop binds file to a free loop device, read-only, and returns the device. The payload's image is
+// only ever read (dm-verity checks what is read), so the loop is read-only whether its file is on the ISO
+// or on a writable volume.
 func AttachLoop(file string) (string, error) {
 	dev, err := loop.FindDevice()
 	if err != nil {
 		return "", fmt.Errorf("find a free loop device: %w", err)
 	}
-	if err := loop.SetFile(dev, file); err != nil {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	d, err := os.Open(dev) // read-only: the kernel makes the loop read-only
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if err := loop.SetFD(int(d.Fd()), int(f.Fd())); err != nil {
 		return "", fmt.Errorf("bind %s to %s: %w", file, dev, err)
 	}
 	return dev, nil
+}
+
+// DetachLoop frees a loop device from its file; while something still holds the device the kernel frees
+// it once the last holder closes it.
+func DetachLoop(dev string) error {
+	if err := loop.ClearFile(dev); err != nil {
+		return fmt.Errorf("free %s: %w", dev, err)
+	}
+	return nil
+}
+
+// FreeBytes is how many bytes the filesystem holding path has free to root (machined writes there).
+func FreeBytes(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return int64(st.Bfree) * st.Bsize, nil
 }

@@ -36,6 +36,19 @@ type Devices struct {
 	Open func(path string) (io.ReadCloser, error)
 }
 
+// Format appends the dm-verity superblock and tree to the image file after its first dataSize bytes, with
+// the given salt and UUID (api/payload's FormatArgs): the tree of the ISO's payload stream, which does not
+// carry it.
+func (d Devices) Format(ctx context.Context, image string, dataSize int64, salt, uuid string) error {
+	if d.Prepare != nil {
+		if err := d.Prepare(ctx); err != nil {
+			return fmt.Errorf("prepare for dm-verity: %w", err)
+		}
+	}
+	_, err := d.Runner.Run(ctx, "veritysetup", payload.FormatArgs(image, dataSize, salt, uuid)...)
+	return err
+}
+
 // ErrMismatch is an image whose first block dm-verity refused: its tree does not lead to the root hash
 // asked for (another build's payload), or that block is damaged.
 var ErrMismatch = errors.New("dm-verity refused its first block")

@@ -43,6 +43,13 @@ type Payload struct {
 	// nil when Dir is a plain directory (sandbox mode). It runs at Init, Join and every later boot,
 	// never in maintenance mode, which needs no payload.
 	Mount func(ctx context.Context) error
+	// Release undoes Mount when the payload lies on a volume (the ISO's stream, unpacked onto EPHEMERAL),
+	// so that the volume unmounts before a reboot or a wipe; it does nothing for a payload on its own
+	// medium. nil in sandbox mode.
+	Release func(ctx context.Context) error
+	// Unpacked is the file on EPHEMERAL the payload is mounted from, "" when it is mounted from its medium
+	// (or not yet mounted); nil in sandbox mode. An install copies it.
+	Unpacked func() string
 }
 
 // Bin holds containerd, its shim and runc; CNI the CNI plugins.
@@ -187,8 +194,8 @@ func (w *Workload) Hook(c *config.MachineConfig, seq fsm.Sequence) []sequence.Ta
 	}
 }
 
-// StopTasks stop the kubelet, the pods and containerd before a reboot or shutdown, so the volumes
-// unmount cleanly.
+// StopTasks stop the kubelet, the pods and containerd before a reboot or shutdown, then release the
+// payload if it lies on a volume, so the volumes unmount cleanly.
 func (w *Workload) StopTasks() []sequence.Task {
 	return []sequence.Task{{Name: "stop-kubernetes", Timeout: 2 * time.Minute, Run: func(ctx context.Context) error {
 		w.stopVIP()
@@ -206,6 +213,11 @@ func (w *Workload) StopTasks() []sequence.Task {
 		}
 		w.mu.Unlock()
 		return nil
+	}}, {Name: "release-payload", Run: func(ctx context.Context) error {
+		if w.Payload.Release == nil {
+			return nil
+		}
+		return w.Payload.Release(ctx)
 	}}}
 }
 
