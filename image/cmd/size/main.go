@@ -84,9 +84,10 @@ func measure(out string) ([]row, error) {
 	file("  boot part", "initramfs.cpio.zst", "the two images below as they are, then init and its modules in zstd -19")
 	file("    machined image", "machined.squashfs", "machined (squashfs, LZ4: paged in fast while it starts), as the kernel unpacks it")
 	file("    root image", "rootfs.squashfs", "modules, disk tools and their libraries (squashfs, zstd), as the kernel unpacks it")
-	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (zstd -19, 1 MiB window)")
+	file("  payload stream", "payload-plain.squashfs.zst", "the uncompressed payload below as one zstd stream (--ultra -22 --long=27): the ISO's")
+	file("  payload", "payload.squashfs", "Kubernetes: below, each piece compressed alone (zstd -19, 1 MiB window): upgrades', the GCE disk's, vmlinux boots'")
 	if fi, err := os.Stat(filepath.Join(out, "payload-plain.squashfs")); err == nil {
-		rows = append(rows, row{Piece: "  payload, uncompressed", Raw: fi.Size(), Note: "the same tree with nothing compressed, in the raw disk's slot A"})
+		rows = append(rows, row{Piece: "  payload, uncompressed", Raw: fi.Size(), Note: "the same tree with nothing compressed: the raw disk's slot A, and what the ISO's stream unpacks to"})
 	}
 	pieces, err := payloadPieces(out)
 	if err != nil {

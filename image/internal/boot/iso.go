@@ -22,9 +22,11 @@ import (
 type ISOConfig struct {
 	Kernel, Initramfs, Cmdline string
 	// Payload is the payload image, carried as api/payload.ISOFile at the ISO's root; "" for none.
-	Payload   string
-	Out, Work string
-	Epoch     int64
+	Payload string
+	// PayloadStream is the payload as one stream, carried as api/payload.ISOStream instead; "" for none.
+	PayloadStream string
+	Out, Work     string
+	Epoch         int64
 }
 
 // grubCfg boots at once (timeout 0) and uses the serial line as well as the screen, so the same ISO
@@ -70,6 +72,9 @@ func ISO(ctx context.Context, c ISOConfig) error {
 	}
 	if c.Payload != "" {
 		files[payload.ISOFile] = c.Payload
+	}
+	if c.PayloadStream != "" {
+		files[payload.ISOStream] = c.PayloadStream
 	}
 	for dst, src := range files {
 		if err := copyFile(filepath.Join(root, dst), src); err != nil {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,14 +97,22 @@ func Pack(ctx context.Context, c Config, logf func(string, ...any)) (payload.Rec
 	if err != nil || c.Plain == "" {
 		return payload.Records{rec}, err
 	}
-	plain, err := pack(ctx, c, c.Plain, "uncompressed, for the raw disk", plainArgs, tree, logf)
+	// The largest file last, for the ISO's stream of this image (stream.go).
+	sortFile := c.Plain + ".sort"
+	if err := largestLast(c.Dir, sortFile); err != nil {
+		return nil, err
+	}
+	defer os.Remove(sortFile)
+	plain, err := pack(ctx, c, c.Plain, "uncompressed, for the raw disk and the ISO's stream", slices.Concat(plainArgs, []string{"-sort", sortFile}),
+		slices.Concat(tree, []byte("largest file last\n")), logf)
 	return payload.Records{rec, plain}, err
 }
 
-// pack packs the tree into image with args, unless the stamp beside it says it was packed from tree.
-func pack(ctx context.Context, c Config, image, what string, args []string, tree []byte, logf func(string, ...any)) (payload.Record, error) {
+// pack packs the tree into image with args, unless the stamp beside it says it was packed as stamped (the
+// tree's stamp, and what else changes the packing).
+func pack(ctx context.Context, c Config, image, what string, args []string, stamped []byte, logf func(string, ...any)) (payload.Record, error) {
 	stamp := image + ".stamp"
-	if old, err := os.ReadFile(stamp); err == nil && string(old) == string(tree) {
+	if old, err := os.ReadFile(stamp); err == nil && string(old) == string(stamped) {
 		if rec, err := ReadRecord(image); err == nil {
 			logf("[payload] %s up to date", filepath.Base(image))
 			return rec, nil
@@ -132,7 +141,7 @@ func pack(ctx context.Context, c Config, image, what string, args []string, tree
 	if err != nil {
 		return payload.Record{}, err
 	}
-	return rec, os.WriteFile(stamp, tree, 0o644)
+	return rec, os.WriteFile(stamp, stamped, 0o644)
 }
 
 // ReadRecord is what the root image records for a payload image made by Pack: the file's SHA-256 and
