@@ -260,7 +260,11 @@ func TestISO(t *testing.T) {
 		t.Fatalf("cairn-etcd disk path = %q, want /dev/vdX", etcdDisk)
 	}
 
-	waitPayloadFound(t, maint, "(the ISO 9660 medium CAIRN)")
+	// The ISO carries the payload as one stream: found in maintenance, unpacked only once a volume is
+	// mounted for it.
+	if l := waitPayloadFound(t, maint, "(the ISO 9660 medium CAIRN)"); !strings.Contains(l, "one compressed stream") {
+		t.Errorf("machined's line on the ISO's payload does not say it is a stream left for Init:\n%s", l)
+	}
 
 	r := ctl(t, time.Minute, append(maint(), "plan", "--config", c.nodeConfig(0))...)
 	t.Logf("plan:\n%s", r)
@@ -349,9 +353,10 @@ func checkWatchdogReset(t *testing.T, n node, maint func() []string, armed strin
 }
 
 // waitPayloadFound waits for machined to say it found, checked and mounted the payload on the boot
-// medium (it does so in maintenance, before any Init): the line names where, which must contain on.
-// A search that failed is reported with its reason at once.
-func waitPayloadFound(t *testing.T, maint func() []string, on string) {
+// medium (it does so in maintenance, before any Init; the ISO's stream is found there and unpacked at
+// Init), and returns that line: it names where, which must contain on. A search that failed is reported
+// with its reason at once.
+func waitPayloadFound(t *testing.T, maint func() []string, on string) string {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
@@ -363,7 +368,7 @@ func waitPayloadFound(t *testing.T, maint func() []string, on string) {
 					t.Fatalf("machined found the payload elsewhere than %q:\n%s", on, l)
 				}
 				t.Logf("%s", l)
-				return
+				return l
 			case strings.Contains(l, "msg=payload") && strings.Contains(l, "error="):
 				t.Fatalf("machined did not find the payload:\n%s", l)
 			}

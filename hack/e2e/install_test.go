@@ -45,6 +45,11 @@ func TestInstall(t *testing.T) {
 	if v := versionOf(t, mtls()); len(v.Slots) != 0 {
 		t.Errorf("a node booted from the ISO reports slots %+v, want none", v.Slots)
 	}
+	// The ISO carries the payload as one stream, which Init unpacked onto EPHEMERAL and mounted from there;
+	// the install copies that image.
+	if out := mustCtl(t, time.Minute, append(mtls(), "logs", "machined")...); !strings.Contains(out, `msg="payload: unpacked"`) {
+		t.Errorf("machined's log does not say Init unpacked the ISO's payload stream:\n%s", tailString(out, 3000))
+	}
 
 	t.Run("a disk holding a filesystem is refused", func(t *testing.T) {
 		r := ctl(t, 2*time.Minute, append(mtls(), "install", "--disk", "serial=cairn-foreign")...)
