@@ -158,6 +158,9 @@ func (p *payloadSource) unpacked() string {
 func (p *payloadSource) release(ctx context.Context) error {
 	p.mu.Lock()
 	m := p.mounted
+	if m.Unpacked != "" {
+		p.mounted = bootmedium.Mounted{} // a later Mount (a stop sequence that failed) searches again
+	}
 	p.mu.Unlock()
 	if err := p.finder.Release(ctx, m, payload.MountPoint); err != nil {
 		p.log.Warn("payload: not released before the volumes unmount", "error", err)

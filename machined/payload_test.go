@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/cairn-os/cairn/api/payload"
 	"github.com/cairn-os/cairn/api/payload/payloadtest"
 	"github.com/cairn-os/cairn/machined/internal/bootmedium"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/disk/probe"
+	"github.com/cairn-os/cairn/machined/internal/unpack"
 )
 
 type countingMounter struct {
@@ -104,5 +109,82 @@ func TestPayloadSourceSearchesAgain(t *testing.T) {
 	}
 	if m.mounts != 1 {
 		t.Errorf("payload mounted %d times, want once", m.mounts)
+	}
+}
+
+// isoMounter mounts an ISO medium by copying the payload's stream into its directory.
+type isoMounter struct {
+	countingMounter
+	stream string
+}
+
+func (m *isoMounter) Mount(source, target, fstype string, flags uintptr, data string) error {
+	if fstype == "iso9660" {
+		b, err := os.ReadFile(m.stream)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(target, payload.ISOStream), b, 0o444)
+	}
+	return m.countingMounter.Mount(source, target, fstype, flags, data)
+}
+
+// A node booted from an ISO that carries the payload as a stream: the search in maintenance leaves it
+// packed, the workload's mount unpacks and mounts it once, an install is told the unpacked file, and the
+// stop tasks release it.
+func TestPayloadSourceStream(t *testing.T) {
+	var mu sync.Mutex
+	disks := []inventory.Disk{{Name: "sr0", Path: "/dev/sr0", Signatures: []probe.Signature{{Type: probe.TypeISO9660, Label: "CAIRN"}}}}
+	p, _, file := testPayloadSource(t, &disks, &mu)
+	img, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := bootmedium.ReadRecords(p.sumFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := zstd.NewWriter(nil)
+	stream := file + ".zst"
+	if err := os.WriteFile(stream, enc.EncodeAll(img[:payload.StreamSize(recs[0])], nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &isoMounter{stream: stream}
+	var calls []string
+	dir := t.TempDir()
+	p.finder.Mounter, p.finder.MediumDir = m, filepath.Join(dir, "medium")
+	p.finder.AttachLoop = func(f string) (string, error) { calls = append(calls, "losetup "+f); return "/dev/loop9", nil }
+	p.finder.DetachLoop = func(dev string) error { calls = append(calls, "losetup -d "+dev); return nil }
+	p.unpacker = bootmedium.DirUnpacker{Dir: filepath.Join(dir, "var"), Opener: inventory.OSOpener{}, Log: p.log,
+		Free:   func(string) (int64, error) { return 1 << 30, nil },
+		Decode: func(_ context.Context, src, dst string) error { return unpack.File(src, dst) },
+		Format: func(_ context.Context, image string, _ int64, _, _ string) error { // veritysetup's tree
+			return os.WriteFile(image, img, 0o444)
+		}}
+	modules := make(chan struct{})
+	close(modules)
+	p.early(modules, p.log, true)
+	<-p.done
+	if !errors.Is(p.err, bootmedium.ErrUnpackLater) {
+		t.Fatalf("the search in maintenance = %v, want ErrUnpackLater", p.err)
+	}
+	pay := p.Payload()
+	for range 2 { // Init, then an install
+		if err := pay.Mount(context.Background()); err != nil {
+			t.Fatalf("Mount() = %v", err)
+		}
+	}
+	unpacked := filepath.Join(dir, "var", payload.UnpackedFile)
+	if m.mounts != 1 || pay.Unpacked() != unpacked {
+		t.Errorf("mounted %d times from %q, want once from %s", m.mounts, pay.Unpacked(), unpacked)
+	}
+	if err := pay.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"losetup " + unpacked, "losetup -d /dev/loop9"}; !slices.Equal(calls, want) {
+		t.Errorf("loop devices: %q, want %q", calls, want)
+	}
+	if pay.Unpacked() != "" {
+		t.Errorf("after the release the payload is still mounted from %s", pay.Unpacked())
 	}
 }
