@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-os/cairn/api/payload"
+	"github.com/cairn-os/cairn/machined/internal/atomicfile"
 	"github.com/cairn-os/cairn/machined/internal/disk/inventory"
 	"github.com/cairn-os/cairn/machined/internal/unpack"
 )
@@ -115,7 +116,7 @@ func (u DirUnpacker) Unpack(ctx context.Context, stream string, want payload.Rec
 	if err := os.Rename(part, dst); err != nil {
 		return "", err
 	}
-	if err := syncDir(u.Dir); err != nil {
+	if err := atomicfile.SyncDir(u.Dir); err != nil {
 		return "", err
 	}
 	took := time.Since(start).Round(time.Millisecond)
@@ -199,13 +200,4 @@ func (u DirUnpacker) progress(part string, total int64, start time.Time) (stop f
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
