@@ -253,11 +253,13 @@ func (f Finder) try(ctx context.Context, c candidate, want payload.Records, targ
 				undo()
 				return m, got, "", ErrUnpackLater
 			}
-			// The medium stays mounted: an install copies the kernel and the boot loader from it.
+			// Once the payload is mounted the medium stays mounted too, as for the ISO's image file: an
+			// install copies the kernel and the boot loader from it.
 			if file, err = f.Unpacker.Unpack(ctx, file, got); err != nil {
+				undo()
 				return m, got, "", fmt.Errorf("payload: %s: %w", c.what, err)
 			}
-			m.Unpacked, undo = file, func() {}
+			m.Unpacked = file
 		}
 		if got, why = f.check(file, want); why != "" {
 			undo()
