@@ -36,7 +36,7 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 	if c := x.node.Machine(); req.Disk.IsZero() && c != nil {
 		req = install.Request{Disk: c.Machine.Install.Disk, Wipe: o.Wipe || c.Machine.Install.Wipe}
 	}
-	file, err := x.payloadFile(ctx)
+	file, err := x.payloadFile(ctx, progress)
 	if err != nil {
 		return err
 	}
@@ -74,16 +74,21 @@ func (x *installer) Install(ctx context.Context, o server.InstallOptions, progre
 // unpacked into (payload.ISOStream). The payload search mounts the ISO it found the payload on (on a
 // disk-booted node it finds a slot); a node in maintenance may not have searched yet, or may not have
 // unpacked the ISO's stream, which the search then does (into memory: maintenance mounts no volume).
-func (x *installer) payloadFile(ctx context.Context) (string, error) {
+func (x *installer) payloadFile(ctx context.Context, progress func(string)) (string, error) {
 	image := filepath.Join(mediumDir, payload.ISOFile)
 	if _, err := os.Stat(image); err == nil {
 		return image, nil
 	}
+	if x.payload.Unpacked != nil && x.payload.Unpacked() == "" {
+		progress("mounting the boot medium's payload (the ISO's stream is unpacked first; on a node never inited, into memory)")
+	}
 	if err := x.payload.Mount(ctx); err != nil {
 		return "", &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
 	}
-	if f := x.payload.Unpacked(); f != "" {
-		return f, nil
+	if x.payload.Unpacked != nil {
+		if f := x.payload.Unpacked(); f != "" {
+			return f, nil
+		}
 	}
 	return image, nil // on the ISO, or not there: the install refuses a medium without it
 }
