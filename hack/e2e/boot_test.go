@@ -211,19 +211,25 @@ func checkNoSequenceAfterReboot(t *testing.T, flags []string, seq string, volume
 // TestISO boots cairn.iso through SeaBIOS with an etcd disk that holds someone else's ext4 filesystem.
 // The node must reach its API, keep the CD it booted from out of the candidates, and refuse to touch the
 // foreign disk: plan names it and the config field that would allow a wipe, Init is refused, the node
-// stays in Boot, and not a byte of the disk changes (issues 3 and 4). A module parameter passed as a
+// stays in Boot, and not a byte of the disk changes (issues 3 and 4). Still in maintenance, it installs
+// itself onto a blank disk without rebooting: never inited, it unpacks the ISO's payload stream into
+// memory first. A module parameter passed as a
 // per-node kernel argument reaches its module, and a module modprobe.blacklist= names is not loaded.
 func TestISO(t *testing.T) {
 	foreign := filepath.Join(t.TempDir(), "etcd-foreign.raw")
 	makeForeignExt4(t, foreign)
 	before := headTailSum(t, foreign)
+	blank := filepath.Join(t.TempDir(), "install.raw")
+	if err := os.WriteFile(blank, nil, 0o644); err != nil || os.Truncate(blank, 3<<30) != nil {
+		t.Fatal("make the blank disk:", err)
+	}
 
 	// Among the node's own kernel arguments, which reach an ISO boot through QEMU's fw_cfg: a module
 	// parameter (the kernel leaves a loadable module's to whoever loads it, and the SATA controller's
 	// driver loads first thing), and a blacklisted module (kmod's modprobe.blacklist=), which must be left
 	// out of the modules loaded behind the API, every module of the image's list: e1000e, a NIC this VM
 	// does not have.
-	c := createCluster(t, "iso", bootTimeout, "--no-init", "--mode", "iso", "--disk-file", "cairn-etcd="+foreign,
+	c := createCluster(t, "iso", bootTimeout, "--no-init", "--mode", "iso", "--disk-file", "cairn-etcd="+foreign, "--disk-file", "cairn-install="+blank,
 		"--kernel-arg", "libata.force=nodbdelay", "--kernel-arg", "modprobe.blacklist=e1000e")
 	maint := func() []string { return c.maint(t, 0) } // no subtests here: t is the test's own
 	if s := status(t, maint()); s.State != "Boot" {
@@ -284,6 +290,20 @@ func TestISO(t *testing.T) {
 	}
 	if s := status(t, maint()); s.State != "Boot" || s.LockedBy != "" {
 		t.Errorf("status after the refused init = %+v, want Boot, unlocked", s)
+	}
+
+	r = ctl(t, 10*time.Minute, append(maint(), "install", "--disk", "serial=cairn-install", "--no-reboot")...)
+	t.Logf("install from maintenance:\n%s", r)
+	if r.err != nil {
+		t.Errorf("install from maintenance onto the blank disk failed")
+	}
+	for _, want := range []string{"the ISO's stream is unpacked first", "writing the payload", "installed on"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("install's progress does not say %q", want)
+		}
+	}
+	if s := status(t, maint()); s.State != "Boot" || s.LockedBy != "" {
+		t.Errorf("status after the install without a reboot = %+v, want Boot, unlocked", s)
 	}
 
 	// machined writes its module sets to the console; the last one behind the API loads the image's
