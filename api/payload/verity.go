@@ -125,36 +125,24 @@ func ReadVerity(r io.ReaderAt) (Verity, error) {
 	}
 	// bytes_used (offset 40); mksquashfs pads the image to 4 KiB, and the tree begins after the padding.
 	data := int64(binary.LittleEndian.Uint64(sb[40:])+VerityBlock-1) &^ (VerityBlock - 1)
-	vsb := make([]byte, VerityBlock)
-	if _, err := r.ReadAt(vsb, data); err != nil {
-		return Verity{}, fmt.Errorf("read the dm-verity superblock at byte %d, after the squashfs image: %w", data, err)
+	vsb, salt, err := readSuperblock(r, data)
+	if err != nil {
+		return Verity{}, fmt.Errorf("%w, after the squashfs image", err)
 	}
-	if string(vsb[:8]) != verityMagic {
-		return Verity{}, fmt.Errorf("no dm-verity superblock at byte %d, after the squashfs image", data)
-	}
-	le := binary.LittleEndian
-	version, hashType := le.Uint32(vsb[8:]), le.Uint32(vsb[12:])
-	alg := string(bytes.TrimRight(vsb[32:64], "\x00"))
-	dataBlock, hashBlock, blocks := le.Uint32(vsb[64:]), le.Uint32(vsb[68:]), le.Uint64(vsb[72:])
-	saltSize := int(le.Uint16(vsb[80:]))
-	if version != 1 || hashType != 1 || alg != "sha256" || dataBlock != VerityBlock || hashBlock != VerityBlock || saltSize > 256 {
-		return Verity{}, fmt.Errorf("dm-verity superblock: version %d, type %d, %s, blocks %d/%d, salt %d bytes: want 1, 1, sha256, %d/%d",
-			version, hashType, alg, dataBlock, hashBlock, saltSize, VerityBlock, VerityBlock)
-	}
-	if int64(blocks)*VerityBlock != data {
+	if blocks := binary.LittleEndian.Uint64(vsb[72:]); int64(blocks)*VerityBlock != data {
 		return Verity{}, fmt.Errorf("dm-verity superblock covers %d blocks, the squashfs image is %d", blocks, data/VerityBlock)
 	}
 	// The tree has as many levels as it takes to end in one block, its top, right after the superblock;
 	// an image of a single block has none, and the root is that block's own hash.
 	top, at := make([]byte, VerityBlock), data+VerityBlock
-	if blocks == 1 {
+	if data == VerityBlock {
 		at = 0
 	}
 	if _, err := r.ReadAt(top, at); err != nil {
 		return Verity{}, fmt.Errorf("read the top of the dm-verity tree at byte %d: %w", at, err)
 	}
 	h := sha256.New()
-	h.Write(vsb[88 : 88+saltSize])
+	h.Write(salt)
 	h.Write(top)
 	return Verity{RootHash: hex.EncodeToString(h.Sum(nil)), DataSize: data}, nil
 }
@@ -173,17 +161,32 @@ func FormatArgs(image string, dataSize int64, salt, uuid string) []string {
 // ReadSalt reads the salt (hex) and the UUID of the dm-verity superblock at byte dataSize of r, as
 // FormatArgs takes them.
 func ReadSalt(r io.ReaderAt, dataSize int64) (salt, uuid string, err error) {
-	vsb := make([]byte, VerityBlock)
-	if _, err := r.ReadAt(vsb, dataSize); err != nil {
-		return "", "", fmt.Errorf("read the dm-verity superblock at byte %d: %w", dataSize, err)
-	}
-	if string(vsb[:8]) != verityMagic {
-		return "", "", fmt.Errorf("no dm-verity superblock at byte %d", dataSize)
-	}
-	n := int(binary.LittleEndian.Uint16(vsb[80:]))
-	if n > 256 {
-		return "", "", fmt.Errorf("dm-verity superblock: a salt of %d bytes", n)
+	vsb, s, err := readSuperblock(r, dataSize)
+	if err != nil {
+		return "", "", err
 	}
 	u := vsb[16:32]
-	return hex.EncodeToString(vsb[88 : 88+n]), fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+	return hex.EncodeToString(s), fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+}
+
+// readSuperblock reads the dm-verity superblock at byte at of r, checks it describes the layout above
+// (format 1, SHA-256, 4 KiB blocks), and returns it with its salt.
+func readSuperblock(r io.ReaderAt, at int64) (vsb, salt []byte, err error) {
+	vsb = make([]byte, VerityBlock)
+	if _, err := r.ReadAt(vsb, at); err != nil {
+		return nil, nil, fmt.Errorf("read the dm-verity superblock at byte %d: %w", at, err)
+	}
+	if string(vsb[:8]) != verityMagic {
+		return nil, nil, fmt.Errorf("no dm-verity superblock at byte %d", at)
+	}
+	le := binary.LittleEndian
+	version, hashType := le.Uint32(vsb[8:]), le.Uint32(vsb[12:])
+	alg := string(bytes.TrimRight(vsb[32:64], "\x00"))
+	dataBlock, hashBlock := le.Uint32(vsb[64:]), le.Uint32(vsb[68:])
+	saltSize := int(le.Uint16(vsb[80:]))
+	if version != 1 || hashType != 1 || alg != "sha256" || dataBlock != VerityBlock || hashBlock != VerityBlock || saltSize > 256 {
+		return nil, nil, fmt.Errorf("dm-verity superblock: version %d, type %d, %s, blocks %d/%d, salt %d bytes: want 1, 1, sha256, %d/%d",
+			version, hashType, alg, dataBlock, hashBlock, saltSize, VerityBlock, VerityBlock)
+	}
+	return vsb, vsb[88 : 88+saltSize], nil
 }
