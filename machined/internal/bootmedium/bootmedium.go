@@ -323,7 +323,12 @@ func (f Finder) openISO(dev string) (file string, stream bool, why string, err e
 // the image (a copy cut short has none). It returns the record the candidate may be, or why it is not the
 // payload; dm-verity decides the rest as the blocks are read.
 func (f Finder) check(path string, want payload.Records) (rec payload.Record, why string) {
-	r, err := f.Opener.Open(path)
+	return checkImage(f.Opener, path, want)
+}
+
+// checkImage is check with the Opener given (DirUnpacker's check of its earlier copy).
+func checkImage(o inventory.Opener, path string, want payload.Records) (rec payload.Record, why string) {
+	r, err := o.Open(path)
 	if err != nil {
 		return rec, "cannot be read: " + err.Error()
 	}

@@ -79,11 +79,13 @@ func (u DirUnpacker) tell(outcome, msg string) {
 // Unpack reuses a copy of want in Dir, or unpacks stream into it.
 func (u DirUnpacker) Unpack(ctx context.Context, stream string, want payload.Record) (string, error) {
 	dst := filepath.Join(u.Dir, payload.UnpackedFile)
-	if err := u.same(dst, want); err == nil {
-		u.Log.Info("payload: the copy an earlier boot unpacked is this build's", "file", dst)
-		return dst, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		u.Log.Info("payload: unpacking again", "file", dst, "because", err)
+	if _, err := os.Stat(dst); err == nil {
+		_, why := checkImage(u.Opener, dst, payload.Records{want})
+		if why == "" {
+			u.Log.Info("payload: the copy an earlier boot unpacked is this build's", "file", dst)
+			return dst, nil
+		}
+		u.Log.Info("payload: unpacking again", "file", dst, "because", "it "+why)
 	}
 	if err := os.MkdirAll(u.Dir, 0o700); err != nil {
 		return "", err
@@ -154,24 +156,6 @@ func (u DirUnpacker) rebuildTree(ctx context.Context, part string, want payload.
 		return fmt.Errorf("with its dm-verity tree it is %d bytes, the record says %d", fi.Size(), want.Size)
 	}
 	u.Log.Info("payload: dm-verity tree rebuilt", "took", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// same says why the file at dst is not want's image (nil when it is): it reads its dm-verity tree and its
-// last byte, as check does for any candidate.
-func (u DirUnpacker) same(dst string, want payload.Record) error {
-	r, err := u.Opener.Open(dst)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	rec, why := Identify(r, payload.Records{want})
-	if why != "" {
-		return errors.New(why)
-	}
-	if _, err := r.ReadAt(make([]byte, 1), rec.Size-1); err != nil {
-		return fmt.Errorf("it is cut short: %w", err)
-	}
 	return nil
 }
 
