@@ -79,16 +79,18 @@ func (x *installer) payloadFile(ctx context.Context, progress func(string)) (str
 	if _, err := os.Stat(image); err == nil {
 		return image, nil
 	}
-	if x.payload.Unpacked != nil && x.payload.Unpacked() == "" {
+	unpacked := func() string { return "" }
+	if x.payload.Unpacked != nil { // nil in sandbox mode
+		unpacked = x.payload.Unpacked
+	}
+	if unpacked() == "" {
 		progress("mounting the boot medium's payload (the ISO's stream is unpacked first; on a node never inited, into memory)")
 	}
 	if err := x.payload.Mount(ctx); err != nil {
 		return "", &install.Refusal{Err: fmt.Errorf("the boot medium's payload is not mounted, so there is nothing to install from: %w", err)}
 	}
-	if x.payload.Unpacked != nil {
-		if f := x.payload.Unpacked(); f != "" {
-			return f, nil
-		}
+	if f := unpacked(); f != "" {
+		return f, nil
 	}
 	return image, nil // on the ISO, or not there: the install refuses a medium without it
 }

@@ -63,7 +63,11 @@ func newPayloadSource(scanner inventory.Scanner, load func(names ...string), sta
 		finder: bootmedium.Finder{Disks: scanner.Scan, Opener: inventory.OSOpener{}, Mounter: sys.Mounter{}, Verity: v,
 			AttachLoop: sys.AttachLoop, DetachLoop: sys.DetachLoop, LoadModules: load, MediumDir: mediumDir, Wait: 20 * time.Second, Log: log}}
 	helper := apply.ExecRunner{Starter: starter}
-	p.unpacker = bootmedium.DirUnpacker{Dir: payload.UnpackDir, Opener: inventory.OSOpener{}, Free: sys.FreeBytes, Log: log, Format: v.Format,
+	p.unpacker = bootmedium.DirUnpacker{Dir: payload.UnpackDir, Opener: inventory.OSOpener{}, Log: log, Format: v.Format,
+		Free: func(dir string) (int64, error) {
+			u, err := sys.Statfs(dir)
+			return int64(u.Size - u.Used), err
+		},
 		Decode: func(ctx context.Context, src, dst string) error {
 			_, err := helper.Run(ctx, payload.UnpackHelper, src, dst)
 			return err

@@ -60,7 +60,7 @@ type DirUnpacker struct {
 	// Format appends the dm-verity superblock and tree to an image file after its first dataSize bytes
 	// (verity.Devices.Format): the stream does not carry the tree.
 	Format func(ctx context.Context, image string, dataSize int64, salt, uuid string) error
-	// Free is how many bytes the filesystem holding a directory has free (sys.FreeBytes).
+	// Free is how many bytes the filesystem holding a directory has free (from sys.Statfs).
 	Free func(dir string) (int64, error)
 	// Every is how often progress is logged while it unpacks; zero is every 10 seconds.
 	Every time.Duration

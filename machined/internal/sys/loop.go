@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/u-root/u-root/pkg/mount/loop"
-	"golang.org/x/sys/unix"
 )
 
 // AttachLoop binds file to a free loop device, read-only, and returns the device. The payload's image is
@@ -39,13 +38,4 @@ func DetachLoop(dev string) error {
 		return fmt.Errorf("free %s: %w", dev, err)
 	}
 	return nil
-}
-
-// FreeBytes is how many bytes the filesystem holding path has free to root (machined writes there).
-func FreeBytes(path string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return 0, fmt.Errorf("statfs %s: %w", path, err)
-	}
-	return int64(st.Bfree) * st.Bsize, nil
 }
