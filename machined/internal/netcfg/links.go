@@ -114,10 +114,16 @@ func (c *Configurator) Routes() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list routes: %w", err)
 	}
+	// The names of the routes' links only: a running node has a veth per pod, and listing every link
+	// with its attributes and counters cost more than the rest of Status together.
 	names := map[int]string{}
-	if links, err := c.nl().LinkList(); err == nil {
-		for _, l := range links {
-			names[l.Attrs().Index] = l.Attrs().Name
+	for _, r := range rs {
+		if _, done := names[r.LinkIndex]; done {
+			continue
+		}
+		names[r.LinkIndex] = ""
+		if l, err := c.nl().LinkByIndex(r.LinkIndex); err == nil {
+			names[r.LinkIndex] = l.Attrs().Name
 		}
 	}
 	var out []string
