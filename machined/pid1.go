@@ -99,8 +99,14 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	// A bond or a VLAN needs its driver, and there is no modprobe for the kernel to ask.
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
 	scanner := inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}
+	// The payload's medium and a seed volume are found by their signatures and labels, so their searches
+	// skip the full scan's reading of each blank disk's first and last 2 MiB (inventory.Scanner says when
+	// that is needed): in maintenance the payload's search starts as the API gives its first answers, and
+	// on the boot's one emulated CPU that reading took from them.
+	labels := scanner
+	labels.SignaturesOnly = true
 	efi := &efiVars{load: func(names ...string) { mods.load("efivars", func() []string { return names }) }, log: log}
-	pay := newPayloadSource(scanner, func(names ...string) { mods.load("payload medium", func() []string { return names }) }, reaper.Starter(), log)
+	pay := newPayloadSource(labels, func(names ...string) { mods.load("payload medium", func() []string { return names }) }, reaper.Starter(), log)
 	// A slot's boot entry mounts that slot's payload, even when the other slot holds the same image.
 	pay.finder.Slot = efi.bootedSlot
 	wd := &machineWatchdog{}
@@ -132,7 +138,7 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 		filesystems:  mods.filesystems,
 		hostname:     et.setHostname,
 		hosts:        et.setExtra,
-		userData:     userDataSearch(scanner, mods, p.All, log),
+		userData:     userDataSearch(labels, mods, p.All, log),
 		attest: func() (joinsvc.Attester, error) {
 			// The TPM's driver is one of the modules loaded behind the API: a join that starts at boot
 			// must not take a TPM that is not there yet for none.
