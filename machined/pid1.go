@@ -100,9 +100,8 @@ func bringUp(o options, log *slog.Logger, reaper *sys.Reaper) error {
 	cfgr.LoadModules = func(names ...string) { mods.load("links", func() []string { return names }) }
 	scanner := inventory.Scanner{SysRoot: "/sys", DevRoot: "/dev"}
 	// The payload's medium and a seed volume are found by their signatures and labels, so their searches
-	// skip the full scan's reading of each blank disk's first and last 2 MiB (inventory.Scanner says when
-	// that is needed): in maintenance the payload's search starts as the API gives its first answers, and
-	// on the boot's one emulated CPU that reading took from them.
+	// skip the full scan's reading of each blank disk's first and last 2 MiB, which only deciding what may
+	// be formatted needs (inventory.Scanner): the installer and the slots keep the full scan.
 	labels := scanner
 	labels.SignaturesOnly = true
 	efi := &efiVars{load: func(names ...string) { mods.load("efivars", func() []string { return names }) }, log: log}

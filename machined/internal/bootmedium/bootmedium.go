@@ -261,7 +261,7 @@ func (f Finder) try(ctx context.Context, c candidate, want payload.Records, targ
 			}
 			m.Unpacked = file
 		}
-		if got, why = f.check(file, want); why != "" {
+		if got, why = checkImage(f.Opener, file, want); why != "" {
 			undo()
 			return m, got, why, nil
 		}
@@ -276,7 +276,7 @@ func (f Finder) try(ctx context.Context, c candidate, want payload.Records, targ
 			}
 			_ = f.Mounter.Unmount(f.MediumDir, false)
 		}
-	} else if got, why = f.check(dev, want); why != "" {
+	} else if got, why = checkImage(f.Opener, dev, want); why != "" {
 		return m, got, why, nil
 	}
 	mapped, err := f.Verity.OpenImage(ctx, dev, MapperName, got.Verity)
@@ -318,15 +318,11 @@ func (f Finder) openISO(dev string) (file string, stream bool, why string, err e
 	return "", false, "has neither " + payload.ISOFile + " nor " + payload.ISOStream, nil
 }
 
-// check reads the candidate in three places: the squashfs and dm-verity superblocks and the top of the
-// tree, whose hash must be a recorded root (another build's payload has another), and the last byte of
-// the image (a copy cut short has none). It returns the record the candidate may be, or why it is not the
-// payload; dm-verity decides the rest as the blocks are read.
-func (f Finder) check(path string, want payload.Records) (rec payload.Record, why string) {
-	return checkImage(f.Opener, path, want)
-}
-
-// checkImage is check with the Opener given (DirUnpacker's check of its earlier copy).
+// checkImage reads the candidate through o in three places: the squashfs and dm-verity superblocks and the
+// top of the tree, whose hash must be a recorded root (another build's payload has another), and the last
+// byte of the image (a copy cut short has none). It returns the record the candidate may be, or why it is
+// not the payload; dm-verity decides the rest as the blocks are read. The search checks each candidate with
+// it, and DirUnpacker its earlier copy.
 func checkImage(o inventory.Opener, path string, want payload.Records) (rec payload.Record, why string) {
 	r, err := o.Open(path)
 	if err != nil {
