@@ -65,6 +65,9 @@ var RootfsModules = []string{
 // for, as it would on any distribution: Calico's IPIP tunnels, ipsets and their iptables matches,
 // WireGuard (Calico's, Cilium's and flannel's encryption), Geneve (Cilium, OVN), Cilium's BPF classifier
 // and its proxy's socket matches, NodeLocal DNSCache's dummy link, the macvlan and ipvlan CNI plugins.
+// The iptables raw tables come with the CT target, which works only in them (Calico's untracked
+// policies): legacy iptables asks for the table's module by name, and make kernel, which builds in what
+// this list names, would otherwise leave xt_CT out (its Kconfig option depends on the raw tables').
 // Left out: SCTP (1 MB, for SCTP policies) and IPVS (Cairn's kube-proxy runs nftables or iptables).
 var RequestModules = []string{
 	"ipip", "wireguard", "geneve", "dummy", "macvlan", "ipvlan",
@@ -72,7 +75,7 @@ var RequestModules = []string{
 	"ip_set_hash_ipportnet", "ip_set_hash_netport", "ip_set_hash_netnet", "ip_set_hash_netiface",
 	"ip_set_hash_ipmark", "ip_set_list_set", "ip_set_bitmap_ip", "ip_set_bitmap_port", "xt_set",
 	"ipt_rpfilter", "ip6t_rpfilter", "xt_u32", "xt_bpf", "xt_socket", "xt_TPROXY", "xt_CT", "xt_connmark",
-	"xt_NFLOG",
+	"xt_NFLOG", "iptable_raw", "ip6table_raw",
 	"cls_bpf", "act_bpf", "sch_ingress",
 }
 
