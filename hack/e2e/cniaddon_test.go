@@ -21,10 +21,10 @@ var addonSubnet = netip.MustParsePrefix("172.30.99.0/24")
 // does (a privileged host-network pod writes the plugin into /opt/cni/bin and its config into
 // /etc/cni/net.d through hostPath volumes; /opt is read-only in Cairn's root image and EPHEMERAL's
 // /var/opt on a node) and checks that containerd runs it for the next pod. Before it installs, the
-// installer makes an IPIP link and an ipset as Calico's agent does: the kernel loads their modules on
-// request through the node's modprobe, and the installer fails without them. The add-on's network config
-// sorts before Cairn's, so new pods on that node get its network: this runs last on a cluster. The probe
-// pod runs hello, which importHello brought in earlier.
+// installer makes an IPIP link and an ipset and reads the raw tables as Calico's agent does: the kernel
+// loads their modules on request through the node's modprobe, and the installer fails without them. The
+// add-on's network config sorts before Cairn's, so new pods on that node get its network: this runs last
+// on a cluster. The probe pod runs hello, which importHello brought in earlier.
 func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {
 	const ref = "example.local/cniaddon:v1"
 	archive := imageArchive(t, "./hack/e2e/cniaddon", ref)
@@ -62,7 +62,8 @@ func checkAddonCNI(t *testing.T, c *cluster, i int, kc string) {
 		"-n", "kube-system", "logs", installer.Name)
 	// The node's kernel log says what the kernel's module requests loaded, and for what.
 	dmesg := mustCtl(t, time.Minute, append(c.mtls(i), "dmesg")...)
-	for _, want := range []string{"modprobe rtnl-link-ipip: loaded", "modprobe ip_set_hash:ip: loaded"} {
+	for _, want := range []string{"modprobe rtnl-link-ipip: loaded", "modprobe ip_set_hash:ip: loaded",
+		"modprobe iptable_raw: loaded", "modprobe ip6table_raw: loaded"} {
 		if !strings.Contains(dmesg, want) {
 			t.Errorf("cairnctl dmesg has no %q line", want)
 		}

@@ -6,8 +6,9 @@
 // address of Subnet: proof that containerd found the plugin in /opt/cni/bin.
 //
 // Before it installs, it makes what Calico's agent makes in the host's network namespace, an IPIP link
-// and an ipset, and removes them again: the kernel loads their modules on request (the node's modprobe,
-// machined by that name), as on any distribution, or the installer fails.
+// and an ipset, and removes them again, and reads the raw tables as legacy iptables does: the kernel loads
+// their modules on request (the node's modprobe, machined by that name), as on any distribution, or the
+// installer fails.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -40,6 +42,11 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("made an IPIP link and a hash:ip ipset, and removed them")
+	if err := rawTables(); err != nil {
+		fmt.Fprintln(os.Stderr, "cniaddon:", err)
+		os.Exit(1)
+	}
+	fmt.Println("read the IPv4 and IPv6 raw tables")
 	if err := install(); err != nil {
 		fmt.Fprintln(os.Stderr, "cniaddon:", err)
 		os.Exit(1)
@@ -66,6 +73,33 @@ func datapath() error {
 	}
 	if err := netlink.IpsetDestroy(set); err != nil {
 		return fmt.Errorf("remove ipset %s: %w", set, err)
+	}
+	return nil
+}
+
+// rawTables asks the kernel for the IPv4 and IPv6 raw tables' headers, as legacy iptables does for
+// `iptables -t raw` (Calico's untracked policies): the kernel asks for "iptable_raw" and "ip6table_raw".
+func rawTables() error {
+	for _, t := range []struct {
+		family, level int
+		module        string
+	}{{unix.AF_INET, unix.SOL_IP, "iptable_raw"}, {unix.AF_INET6, unix.SOL_IPV6, "ip6table_raw"}} {
+		fd, err := unix.Socket(t.family, unix.SOCK_RAW, unix.IPPROTO_RAW)
+		if err != nil {
+			return fmt.Errorf("raw socket for %s: %w", t.module, err)
+		}
+		// struct ipt_getinfo (ip6t_getinfo is the same): the table's name, then its hooks, underflows,
+		// entry count and size, which the kernel fills in.
+		const getInfo, size = 64, 84 // IPT_SO_GET_INFO, sizeof(struct ipt_getinfo)
+		var info [size]byte
+		copy(info[:], "raw")
+		n := uint32(size)
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(t.level), getInfo,
+			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0)
+		unix.Close(fd)
+		if errno != 0 {
+			return fmt.Errorf("read the raw table (%s): %w", t.module, errno)
+		}
 	}
 	return nil
 }
