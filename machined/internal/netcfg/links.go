@@ -114,20 +114,18 @@ func (c *Configurator) Routes() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list routes: %w", err)
 	}
-	// The names of the routes' links only: a running node has a veth per pod, and listing every link
-	// with its attributes and counters cost more than the rest of Status together.
+	// Each route's link is asked for by its index, once: a running node has a veth per pod, and listing
+	// every link with its attributes and counters to name two was half of Status's route work.
 	names := map[int]string{}
-	for _, r := range rs {
-		if _, done := names[r.LinkIndex]; done {
-			continue
-		}
-		names[r.LinkIndex] = ""
-		if l, err := c.nl().LinkByIndex(r.LinkIndex); err == nil {
-			names[r.LinkIndex] = l.Attrs().Name
-		}
-	}
 	var out []string
 	for _, r := range rs {
+		name, seen := names[r.LinkIndex]
+		if !seen {
+			if l, err := c.nl().LinkByIndex(r.LinkIndex); err == nil {
+				name = l.Attrs().Name
+			}
+			names[r.LinkIndex] = name
+		}
 		dst := "default"
 		if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && isZeroMask(r.Dst.Mask)) {
 			dst = r.Dst.String()
@@ -136,7 +134,7 @@ func (c *Configurator) Routes() ([]string, error) {
 		if r.Gw != nil {
 			s += " via " + r.Gw.String()
 		}
-		s += " dev " + names[r.LinkIndex]
+		s += " dev " + name
 		if r.Priority > 0 {
 			s += fmt.Sprintf(" metric %d", r.Priority)
 		}
