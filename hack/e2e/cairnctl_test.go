@@ -119,7 +119,7 @@ func createCluster(t *testing.T, name string, timeout time.Duration, args ...str
 		if t.Failed() {
 			// The consoles go with the cluster's directory: keep their ends in the test log.
 			for _, n := range listCluster(t, name).Nodes {
-				t.Logf("console of %s ends with:\n%s", n.Name, tail(n.Console, 3000))
+				logConsole(t, n.Name, n.Console, 3000)
 			}
 		}
 		r := ctl(t, 2*time.Minute, "cluster", "destroy", "--name", name, "--state-dir", stateDir)
@@ -141,7 +141,7 @@ func createCluster(t *testing.T, name string, timeout time.Duration, args ...str
 		// twice in CI in many runs, that no part of Cairn can cause or survive. One new cluster, not
 		// more: a hang that comes back is a failure.
 		for _, n := range listCluster(t, name).Nodes {
-			t.Logf("console of %s ends with:\n%s", n.Name, tail(n.Console, 6000))
+			logConsole(t, n.Name, n.Console, 6000)
 		}
 		mustCtl(t, 2*time.Minute, "cluster", "destroy", "--name", name, "--state-dir", stateDir)
 		t.Logf("cluster create %s: the guest kernel hung; creating the cluster once more", name)
@@ -149,7 +149,7 @@ func createCluster(t *testing.T, name string, timeout time.Duration, args ...str
 	}
 	if r.err != nil {
 		for _, n := range listCluster(t, name).Nodes {
-			t.Logf("console of %s ends with:\n%s", n.Name, tail(n.Console, 3000))
+			logConsole(t, n.Name, n.Console, 3000)
 		}
 		// The error's own words last, where a CI log's excerpt shows them.
 		t.Fatalf("cluster create %s failed: %v\n%s", name, r.err, tailString(r.stderr, 2000))

@@ -88,7 +88,7 @@ func checkEtcdSnapshot(t *testing.T, mtls []string, node, path string) {
 func checkDestroy(t *testing.T, c *cluster) {
 	if t.Failed() {
 		for _, n := range c.Nodes {
-			t.Logf("console of %s ends with:\n%s", n.Name, tail(n.Console, 6000))
+			logConsole(t, n.Name, n.Console, 6000)
 		}
 	}
 	mustCtl(t, 2*time.Minute, "cluster", "destroy", "--name", c.Name, "--state-dir", stateDir)
