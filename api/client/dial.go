@@ -87,6 +87,9 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cairnconfig: client certificate: %w", err)
 		}
+		if err := checkClientExpiry(cert.Leaf, time.Now().Add(o.ClockSkew), o.ClockSkew != 0); err != nil {
+			return nil, err
+		}
 		c := &tls.Config{
 			MinVersion:   tls.VersionTLS13,
 			RootCAs:      pool,
@@ -148,3 +151,19 @@ func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 func (tokenCreds) RequireTransportSecurity() bool { return true }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// checkClientExpiry refuses a client certificate that has expired at the node's time. The node would
+// refuse it too, but its TLS alert reaches the user as "remote error: tls: expired certificate", which
+// does not say whose certificate, nor what to do: a node powered on more than a year after its
+// cairnconfig was written is the case.
+func checkClientExpiry(leaf *x509.Certificate, at time.Time, skewed bool) error {
+	if leaf == nil || !at.After(leaf.NotAfter) {
+		return nil
+	}
+	where := "at this host's clock"
+	if skewed {
+		where = "at the node's clock (--clock-skew)"
+	}
+	return fmt.Errorf("cairnconfig: the client certificate (%s) expired on %s, %s: issue a new one with `cairnctl gen cairnconfig --secrets secrets.yaml ...`",
+		leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.RFC3339), where)
+}
