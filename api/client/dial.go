@@ -87,7 +87,7 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cairnconfig: client certificate: %w", err)
 		}
-		if err := checkClientExpiry(cert.Leaf, time.Now().Add(o.ClockSkew), o.ClockSkew != 0); err != nil {
+		if err := checkClientExpiry(cert.Leaf, o.ClockSkew); err != nil {
 			return nil, err
 		}
 		c := &tls.Config{
@@ -156,12 +156,12 @@ func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 // refuse it too, but its TLS alert reaches the user as "remote error: tls: expired certificate", which
 // does not say whose certificate, nor what to do: a node powered on more than a year after its
 // cairnconfig was written is the case.
-func checkClientExpiry(leaf *x509.Certificate, at time.Time, skewed bool) error {
-	if leaf == nil || !at.After(leaf.NotAfter) {
+func checkClientExpiry(leaf *x509.Certificate, skew time.Duration) error {
+	if leaf == nil || !time.Now().Add(skew).After(leaf.NotAfter) {
 		return nil
 	}
 	where := "at this host's clock"
-	if skewed {
+	if skew != 0 {
 		where = "at the node's clock (--clock-skew)"
 	}
 	return fmt.Errorf("cairnconfig: the client certificate (%s) expired on %s, %s: issue a new one with `cairnctl gen cairnconfig --secrets secrets.yaml ...`",

@@ -13,16 +13,16 @@ import (
 // a soft lockup or RCU stall, a warning, an oops or a panic. Their registers and call traces follow.
 var kernelReportRE = regexp.MustCompile(`INFO: task .* blocked for more than|BUG: |WARNING: |rcu: INFO:|self-detected stall|Oops: |general protection fault|Kernel panic`)
 
-// kernelReports is the first line of each kernel report in console, at most max of them, the last ones.
-func kernelReports(console string, max int) []string {
+// kernelReports is the first line of each kernel report in console, at most keep of them, the last ones.
+func kernelReports(console string, keep int) []string {
 	var out []string
 	for _, line := range strings.Split(console, "\n") {
 		if kernelReportRE.MatchString(line) {
 			out = append(out, strings.TrimSpace(line))
 		}
 	}
-	if len(out) > max {
-		out = out[len(out)-max:]
+	if len(out) > keep {
+		out = out[len(out)-keep:]
 	}
 	return out
 }
